@@ -1,0 +1,51 @@
+"""Completion: the run ended on its own and its final answer passes the task's checks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .registry import scorer
+from .suite import Task
+from .types import ComponentScore, RunFacts, Span
+
+__all__ = ["score_completion"]
+
+NAME = "completion"
+VERSION = "1"
+_NOT_ENDED = ("running", "pending")
+
+
+def _score(value: float | None, passed: bool | None, evidence: dict[str, Any]) -> ComponentScore:
+    return ComponentScore(
+        component=NAME, value=value, passed=passed, evidence=evidence, scorer=NAME, version=VERSION
+    )
+
+
+@scorer(name=NAME, component=NAME, version=VERSION)
+def score_completion(task: Task, spans: Sequence[Span], facts: RunFacts) -> ComponentScore:
+    """0 when the run did not end on its own; else the fraction of answer checks that hold."""
+    spec = task.completion
+    if spec is None:
+        return _score(None, None, {"reason": "task has no completion expectations"})
+    if facts.status in _NOT_ENDED:
+        return _score(None, None, {"reason": f"run has not ended (status {facts.status})"})
+    evidence: dict[str, Any] = {"status": facts.status, "require_finished": spec.require_finished}
+    if spec.require_finished and facts.status != "finished":
+        evidence["reason"] = f"run did not end on its own (status {facts.status})"
+        return _score(0.0, False, evidence)
+    results = []
+    for check in spec.checks:
+        outcome = check.check(facts.final_answer)
+        row: dict[str, Any] = {"check": check.kind, "spec": check.describe(), "passed": outcome.ok}
+        if outcome.reason:
+            row["reason"] = outcome.reason
+        if outcome.note:
+            row["note"] = outcome.note
+        results.append(row)
+    evidence["checks"] = results
+    if facts.final_answer is None and spec.checks:
+        evidence["reason"] = "no final answer"
+    held = sum(1 for r in results if r["passed"])
+    value = held / len(results) if results else 1.0
+    return _score(value, value == 1.0, evidence)

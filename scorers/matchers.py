@@ -1,0 +1,237 @@
+"""Argument matchers and final-answer checks: validating models plus their evaluation.
+
+Both are written as a table with exactly one kind key, e.g. `{ regex = "^/tmp" }`; a bare
+value is shorthand for `{ exact = value }`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, JsonValue, model_validator
+
+from ._json import canonical_json, normalise, normalised_equal, parse_json_text
+
+__all__ = ["AnswerCheck", "ArgMatcher", "MatchResult", "extract_numbers", "load_json_schema"]
+
+MatcherKind = Literal["exact", "any", "regex", "one_of", "number", "subset"]
+CheckKind = Literal["exact", "contains", "regex", "number", "json_schema"]
+_MATCHER_KINDS: tuple[str, ...] = ("exact", "any", "regex", "one_of", "number", "subset")
+_CHECK_KINDS: tuple[str, ...] = ("exact", "contains", "regex", "number", "json_schema")
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def _pick_kind(raw: Any, kinds: tuple[str, ...], what: str) -> Any:
+    if not isinstance(raw, dict):
+        return {"exact": raw, "kind": "exact"}
+    if raw.get("kind") in kinds:
+        return raw  # already explicit (e.g. a dumped model read back)
+    present = [k for k in kinds if k in raw]
+    if len(present) != 1:
+        found = ", ".join(present) if present else "none"
+        raise ValueError(f"{what} needs exactly one of {', '.join(kinds)} (found: {found})")
+    return {**raw, "kind": present[0]}
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"regex does not compile: {exc}") from exc
+
+
+def load_json_schema() -> Any:
+    """The jsonschema module, imported lazily (it ships no type information)."""
+    import importlib
+
+    return importlib.import_module("jsonschema")
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip().replace(",", ""))
+        except ValueError:
+            return None
+    return None
+
+
+def extract_numbers(text: str) -> list[float]:
+    """Every number written in `text` (thousands separators allowed)."""
+    return [float(m.group(0).replace(",", "")) for m in _NUMBER.finditer(text)]
+
+
+class MatchResult(BaseModel):
+    """Whether a value satisfied a matcher or check, and why not."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    reason: str = ""
+    note: str | None = None
+
+
+def _subset(expected: Any, actual: Any) -> bool:
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(
+            k in actual and _subset(v, actual[k]) for k, v in expected.items()
+        )
+    return normalised_equal(expected, actual)
+
+
+class ArgMatcher(BaseModel):
+    """How one argument of an expected call is matched."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: MatcherKind
+    exact: JsonValue = None
+    any: bool = False
+    regex: str | None = None
+    one_of: list[JsonValue] | None = None
+    number: float | None = None
+    tolerance: float = 1e-9
+    subset: dict[str, JsonValue] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, raw: Any) -> Any:
+        return _pick_kind(raw, _MATCHER_KINDS, "a matcher")
+
+    @model_validator(mode="after")
+    def _check(self) -> ArgMatcher:
+        if self.kind == "regex":
+            _compile(self.regex or "")
+        if self.kind == "any" and not self.any:
+            raise ValueError("`any` may only be true")
+        if self.kind == "number" and self.number is None:
+            raise ValueError("`number` needs a number")
+        if self.tolerance < 0:
+            raise ValueError("tolerance must not be negative")
+        return self
+
+    def describe(self) -> Any:
+        """The matcher as written, for evidence."""
+        value = getattr(self, self.kind)
+        if self.kind == "number":
+            return {"number": value, "tolerance": self.tolerance}
+        return {self.kind: value}
+
+    def match(self, present: bool, actual: Any) -> MatchResult:
+        """Match an argument value (`present` False when the call lacks the argument)."""
+        if not present:
+            return MatchResult(ok=False, reason="argument missing")
+        if self.kind == "any":
+            return MatchResult(ok=True)
+        if self.kind == "exact":
+            ok = normalised_equal(self.exact, actual)
+            return MatchResult(ok=ok, reason="" if ok else f"expected {self.exact!r}")
+        if self.kind == "one_of":
+            ok = any(normalised_equal(v, actual) for v in self.one_of or [])
+            return MatchResult(ok=ok, reason="" if ok else f"not one of {self.one_of!r}")
+        if self.kind == "regex":
+            text = actual if isinstance(actual, str) else canonical_json(actual)
+            ok = _compile(self.regex or "").search(text) is not None
+            return MatchResult(ok=ok, reason="" if ok else f"does not match /{self.regex}/")
+        if self.kind == "number":
+            number = _as_number(actual)
+            target = float(self.number or 0.0)
+            ok = number is not None and math.isclose(
+                number, target, rel_tol=0.0, abs_tol=self.tolerance
+            )
+            return MatchResult(ok=ok, reason="" if ok else f"not within {self.tolerance} of {target}")
+        ok = _subset(self.subset, normalise(actual))
+        return MatchResult(ok=ok, reason="" if ok else f"does not contain {self.subset!r}")
+
+
+class AnswerCheck(BaseModel):
+    """One check on the run's final answer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: CheckKind
+    exact: str | None = None
+    contains: str | None = None
+    regex: str | None = None
+    number: float | None = None
+    tolerance: float = 1e-9
+    json_schema: dict[str, JsonValue] | None = None
+    case_sensitive: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            raise ValueError(f"an answer check is a table with one of {', '.join(_CHECK_KINDS)}")
+        return _pick_kind(raw, _CHECK_KINDS, "an answer check")
+
+    @model_validator(mode="after")
+    def _check(self) -> AnswerCheck:
+        if self.kind == "regex":
+            _compile(self.regex or "")
+        if getattr(self, self.kind) is None:
+            raise ValueError(f"`{self.kind}` needs a value")
+        if self.kind == "json_schema":
+            jsonschema = load_json_schema()
+            try:
+                jsonschema.validators.validator_for(self.json_schema).check_schema(self.json_schema)
+            except jsonschema.exceptions.SchemaError as exc:
+                raise ValueError(f"json_schema is not a valid schema: {exc.message}") from exc
+        return self
+
+    def _fold(self, text: str) -> str:
+        return text if self.case_sensitive else text.casefold()
+
+    def check(self, answer: str | None) -> MatchResult:
+        """Check a final answer; a missing answer fails every check."""
+        if answer is None:
+            return MatchResult(ok=False, reason="no final answer")
+        if self.kind == "exact":
+            ok = self._fold(normalise(answer)) == self._fold(normalise(self.exact or ""))
+            return MatchResult(ok=ok, reason="" if ok else "answer differs")
+        if self.kind == "contains":
+            ok = self._fold(self.contains or "") in self._fold(answer)
+            reason = "" if ok else f"answer does not contain {self.contains!r}"
+            return MatchResult(ok=ok, reason=reason, note="substring match")
+        if self.kind == "regex":
+            flags = 0 if self.case_sensitive else re.IGNORECASE
+            ok = re.search(self.regex or "", answer, flags) is not None
+            return MatchResult(ok=ok, reason="" if ok else f"answer does not match /{self.regex}/")
+        if self.kind == "number":
+            return self._check_number(answer)
+        return self._check_schema(answer)
+
+    def _check_number(self, answer: str) -> MatchResult:
+        target = float(self.number or 0.0)
+        whole = _as_number(answer)
+        numbers = [whole] if whole is not None else extract_numbers(answer)
+        note = None if whole is not None else "number extracted from text"
+        ok = any(math.isclose(n, target, rel_tol=0.0, abs_tol=self.tolerance) for n in numbers)
+        reason = "" if ok else f"no number within {self.tolerance} of {target} (found {numbers})"
+        return MatchResult(ok=ok, reason=reason, note=note)
+
+    def _check_schema(self, answer: str) -> MatchResult:
+        parsed = parse_json_text(answer.strip())
+        if parsed.error is not None:
+            return MatchResult(ok=False, reason=f"answer is {parsed.error}")
+        jsonschema = load_json_schema()
+        validator = jsonschema.validators.validator_for(self.json_schema)(self.json_schema)
+        errors = sorted(validator.iter_errors(parsed.value), key=lambda e: list(e.path))
+        if errors:
+            return MatchResult(ok=False, reason=f"schema violation: {errors[0].message}")
+        return MatchResult(ok=True)
+
+    def describe(self) -> dict[str, Any]:
+        """The check as written, for evidence."""
+        spec: dict[str, Any] = {self.kind: getattr(self, self.kind)}
+        if self.kind == "number":
+            spec["tolerance"] = self.tolerance
+        if not self.case_sensitive:
+            spec["case_sensitive"] = False
+        return spec

@@ -1,0 +1,155 @@
+"""Scorer registry: scorers are registered by name and version, built-ins like plug-ins.
+
+Built-in scorers are declared in the `tracecard.scorers` entry-point group exactly as a third
+party would declare theirs; when the package is not installed (a source checkout) the same
+modules are loaded by module path.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .types import ComponentScore, RunFacts, Span
+
+if TYPE_CHECKING:
+    from .suite import Task
+
+__all__ = [
+    "BUILTIN_MODULES",
+    "ENTRY_POINT_GROUP",
+    "RegistryError",
+    "ScorerInfo",
+    "ScorerRegistry",
+    "default_registry",
+    "load_entry_points",
+    "load_scorer_module",
+    "scorer",
+]
+
+ENTRY_POINT_GROUP = "tracecard.scorers"
+BUILTIN_MODULES: tuple[str, ...] = (
+    "scorers.invocation",
+    "scorers.completion",
+    "scorers.outcome",
+    "scorers.safety",
+    "scorers.efficiency",
+    "scorers.composite",
+)
+_ATTR = "__tracecard_scorer__"
+
+TraceScorer = Callable[["Task", Sequence[Span], RunFacts], ComponentScore]
+DerivedScorer = Callable[[Sequence[ComponentScore]], ComponentScore]
+F = TypeVar("F", bound=Callable[..., ComponentScore])
+
+
+class RegistryError(RuntimeError):
+    """A scorer that cannot be registered or found."""
+
+
+@dataclass(frozen=True)
+class ScorerInfo:
+    """A registered scorer. `derived` scorers read other components' scores, not the trace."""
+
+    name: str
+    component: str
+    version: str
+    fn: Callable[..., ComponentScore]
+    derived: bool = False
+
+
+def scorer(*, name: str, component: str, version: str, derived: bool = False) -> Callable[[F], F]:
+    """Mark a function as a scorer; registries pick it up from its module or entry point."""
+
+    def mark(fn: F) -> F:
+        setattr(fn, _ATTR, ScorerInfo(name, component, version, fn, derived))
+        return fn
+
+    return mark
+
+
+def scorers_in(obj: Any) -> list[ScorerInfo]:
+    """Scorers declared by a marked function, or by every marked function of a module."""
+    info = getattr(obj, _ATTR, None)
+    if isinstance(info, ScorerInfo):
+        return [info]
+    if isinstance(obj, ModuleType):
+        members = (getattr(m, _ATTR, None) for m in vars(obj).values() if callable(m))
+        return [i for i in members if isinstance(i, ScorerInfo) and i.fn.__module__ == obj.__name__]
+    raise RegistryError(f"{obj!r} is neither a @scorer function nor a module of them")
+
+
+class ScorerRegistry:
+    """Scorers by name; trace scorers run first, then derived ones (e.g. composite)."""
+
+    def __init__(self, scorers: Iterable[ScorerInfo] = ()) -> None:
+        self._by_name: dict[str, ScorerInfo] = {}
+        for info in scorers:
+            self.register(info)
+
+    def register(self, item: ScorerInfo | Callable[..., ComponentScore]) -> ScorerInfo:
+        """Add a scorer; the same name with a different function is an error."""
+        info = item if isinstance(item, ScorerInfo) else scorers_in(item)[0]
+        known = self._by_name.get(info.name)
+        if known is not None and known.fn is not info.fn:
+            raise RegistryError(f"scorer name {info.name!r} is already registered by {known.fn}")
+        self._by_name[info.name] = info
+        return info
+
+    def get(self, name: str) -> ScorerInfo:
+        """The scorer registered under `name`."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise RegistryError(f"no scorer named {name!r}") from None
+
+    def names(self) -> list[str]:
+        """Registered names in registration order."""
+        return list(self._by_name)
+
+    def __iter__(self) -> Iterator[ScorerInfo]:
+        return iter(self._by_name.values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+
+def load_scorer_module(module_path: str, registry: ScorerRegistry | None = None) -> ScorerRegistry:
+    """Import `pkg.mod` and register every @scorer function defined in it."""
+    target = registry if registry is not None else ScorerRegistry()
+    try:
+        module = importlib.import_module(module_path)
+    except ImportError as exc:
+        raise RegistryError(f"cannot import scorer module {module_path!r}: {exc}") from exc
+    found = scorers_in(module)
+    if not found:
+        raise RegistryError(f"module {module_path!r} defines no @scorer function")
+    for info in found:
+        target.register(info)
+    return target
+
+
+def load_entry_points(
+    group: str = ENTRY_POINT_GROUP, registry: ScorerRegistry | None = None
+) -> ScorerRegistry:
+    """Register the scorers declared in an entry-point group (functions or modules)."""
+    target = registry if registry is not None else ScorerRegistry()
+    for point in entry_points(group=group):
+        for info in scorers_in(point.load()):
+            target.register(info)
+    return target
+
+
+def default_registry() -> ScorerRegistry:
+    """Entry-point scorers, plus the built-in modules when the package is not installed."""
+    registry = load_entry_points()
+    for module_path in BUILTIN_MODULES:
+        load_scorer_module(module_path, registry)
+    return registry

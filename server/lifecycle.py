@@ -1,0 +1,165 @@
+"""Run lifecycle: create a run (with its proxy URLs), finish it (root span, probes, scores)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, Field
+
+from server.runs import FINAL_STATUSES, RunInfo, emit, new_run_id, new_span_id, new_trace_id
+from server.runs import root_span
+from server.runtime import Runtime
+from traces.models import RunRow
+
+
+class RunError(Exception):
+    """A request about a run that cannot be honoured; `status_code` says which HTTP error."""
+
+    def __init__(self, message: str, status_code: int = 400) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class RunCreate(BaseModel):
+    """Body of `POST /api/runs`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str | None = None
+    suite: str | None = None
+    experiment_id: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    trial: int = 0
+
+
+class RunFinish(BaseModel):
+    """Body of `POST /api/runs/{id}/finish`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    final_answer: str | None = None
+    status: str = "finished"
+
+
+# Hooks other features register on the runtime (per-run upstreams, probes, scoring).
+FinishHook = Callable[[Runtime, RunRow], Awaitable[dict[str, Any] | None]]
+
+
+def run_urls(runtime: Runtime, run_id: str) -> dict[str, str]:
+    """One proxy URL per configured upstream, with the run in the path."""
+    base = runtime.settings.base_url
+    urls: dict[str, str] = {}
+    for name, upstream in runtime.settings.upstreams.items():
+        kind = "http" if upstream.kind == "http" else "mcp"
+        urls[name] = f"{base}/runs/{run_id}/{kind}/{name}" + ("/" if kind == "http" else "")
+    return urls
+
+
+def run_view(runtime: Runtime, run: RunRow, **extra: Any) -> dict[str, Any]:
+    """A run as the API returns it."""
+    view = {
+        "id": run.id,
+        "experiment_id": run.experiment_id,
+        "suite": run.suite_name,
+        "suite_version": run.suite_version,
+        "task_id": run.task_id,
+        "trial": run.trial,
+        "config": {"name": run.config_name, **run.config},
+        "status": run.status,
+        "final_answer": run.final_answer,
+        "error": run.error,
+        "trace_id": run.trace_id,
+        "root_span_id": run.root_span_id,
+        "sandbox": run.sandbox,
+        "flags": run.flags,
+        "created_at": run.created_at.isoformat(),
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "urls": run_urls(runtime, run.id),
+        "viewer_url": f"{runtime.settings.base_url}/runs/{run.id}",
+    }
+    view.update(extra)
+    return view
+
+
+def new_run_row(
+    *,
+    config: dict[str, Any],
+    task_id: str | None = None,
+    trial: int = 0,
+    experiment_id: str | None = None,
+    suite_name: str | None = None,
+    suite_version: str | None = None,
+) -> RunRow:
+    config = dict(config)
+    name = str(config.pop("name", None) or "default")
+    return RunRow(
+        id=new_run_id(),
+        experiment_id=experiment_id,
+        suite_name=suite_name,
+        suite_version=suite_version,
+        task_id=task_id,
+        trial=trial,
+        config_name=name,
+        config=config,
+        status="pending",
+        trace_id=new_trace_id(),
+        root_span_id=new_span_id(),
+    )
+
+
+async def create_run(runtime: Runtime, body: RunCreate) -> RunRow:
+    """Store a new run and make it known to the proxy."""
+    resolver = runtime.extensions.get("resolve_run_create")
+    if resolver is not None:  # suites/experiments fill in task and suite details
+        row: RunRow = await resolver(runtime, body)
+    else:
+        row = new_run_row(config=body.config, task_id=body.task_id, trial=body.trial)
+    await anyio.to_thread.run_sync(runtime.store.add_run, row)
+    runtime.runs.remember(RunInfo.from_row(row))
+    return row
+
+
+async def get_run(runtime: Runtime, run_id: str) -> RunRow:
+    await runtime.runs.drain()
+    row = await anyio.to_thread.run_sync(runtime.store.get_run, run_id)
+    if row is None:
+        raise RunError(f"no run with id {run_id!r}", 404)
+    return row
+
+
+async def finish_run(runtime: Runtime, run_id: str, body: RunFinish) -> dict[str, Any]:
+    """Mark the run ended, run the finish hooks (probes, scoring), emit its root span."""
+    if body.status not in FINAL_STATUSES:
+        raise RunError(f"status must be one of {', '.join(FINAL_STATUSES)}, not {body.status!r}")
+    row = await get_run(runtime, run_id)
+    if row.status in FINAL_STATUSES:
+        raise RunError(
+            f"run {run_id} already ended with status {row.status!r}; "
+            f"use POST /api/runs/{run_id}/rescore to score it again",
+            409,
+        )
+    fields = {
+        "status": body.status,
+        "final_answer": body.final_answer,
+        "finished_at": datetime.now(UTC),
+    }
+    updated = await anyio.to_thread.run_sync(lambda: runtime.store.update_run(run_id, **fields))
+    assert updated is not None
+    info = runtime.runs.cached(run_id)
+    if info is not None:
+        info.status = body.status
+    extra: dict[str, Any] = {}
+    for hook in runtime.extensions.get("finish_hooks", []):
+        result = await hook(runtime, updated)
+        if result:
+            extra.update(result)
+    events = runtime.extensions.get("root_events", lambda _run, _extra: [])(updated, extra)
+    emit(
+        runtime.processor,
+        root_span(updated, end_ns=time.time_ns(), events=events, resource=runtime.resource),
+    )
+    return run_view(runtime, updated, **extra)

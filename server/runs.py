@@ -1,0 +1,216 @@
+"""Runs: creation, the in-memory registry the proxy resolves runs from, root spans.
+
+The proxy's hot path resolves a run from memory; only a run it has never seen (created by another
+process) costs one database read, after which it is cached. Ad-hoc runs are created in memory and
+written to the database in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio.to_thread
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import TraceFlags
+
+from traces import semconv
+from traces.models import RunRow
+from traces.store import Store
+
+log = logging.getLogger(__name__)
+
+RUN_STATUSES = ("pending", "running", "finished", "errored", "timed_out", "aborted")
+FINAL_STATUSES = ("finished", "errored", "timed_out", "aborted")
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(8)
+
+
+def new_trace_id() -> str:
+    return secrets.token_hex(16)
+
+
+def new_span_id() -> str:
+    return secrets.token_hex(8)
+
+
+@dataclass
+class RunInfo:
+    """What the proxy needs of a run, kept in memory."""
+
+    id: str
+    trace_id: str
+    root_span_id: str
+    config_name: str = "adhoc"
+    status: str = "pending"
+    task_id: str | None = None
+    experiment_id: str | None = None
+    sandbox: str | None = None
+    created_ns: int = field(default_factory=time.time_ns)
+    _context: Context | None = None
+
+    @classmethod
+    def from_row(cls, row: RunRow) -> RunInfo:
+        created = row.created_at
+        if created.tzinfo is None:
+            created = created.replace(tzinfo=UTC)
+        return cls(
+            id=row.id,
+            trace_id=row.trace_id,
+            root_span_id=row.root_span_id,
+            config_name=row.config_name,
+            status=row.status,
+            task_id=row.task_id,
+            experiment_id=row.experiment_id,
+            sandbox=row.sandbox,
+            created_ns=int(created.timestamp() * 1e9),
+        )
+
+    @property
+    def context(self) -> Context:
+        """An OTel context whose current span is this run's root (parent of proxy spans)."""
+        if self._context is None:
+            span_context = SpanContext(
+                trace_id=int(self.trace_id, 16),
+                span_id=int(self.root_span_id, 16),
+                is_remote=True,
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            )
+            self._context = trace.set_span_in_context(NonRecordingSpan(span_context))
+        return self._context
+
+
+class RunRegistry:
+    """Runs by id and ad-hoc runs by key (MCP session id or client), backed by the store."""
+
+    def __init__(self, store: Store, capacity: int = 20000) -> None:
+        self._store = store
+        self._by_id: OrderedDict[str, RunInfo] = OrderedDict()
+        self._adhoc: dict[str, RunInfo] = {}
+        self._capacity = capacity
+        self._pending_writes: set[asyncio.Task[None]] = set()
+
+    def remember(self, info: RunInfo) -> RunInfo:
+        self._by_id[info.id] = info
+        self._by_id.move_to_end(info.id)
+        while len(self._by_id) > self._capacity:
+            self._by_id.popitem(last=False)
+        return info
+
+    def cached(self, run_id: str) -> RunInfo | None:
+        return self._by_id.get(run_id)
+
+    async def resolve(self, run_id: str) -> RunInfo | None:
+        """The run with this id, from memory, else from the database once."""
+        info = self._by_id.get(run_id)
+        if info is not None:
+            return info
+        row = await anyio.to_thread.run_sync(self._store.get_run, run_id)
+        return self.remember(RunInfo.from_row(row)) if row is not None else None
+
+    def adhoc(self, key: str, config_name: str = "adhoc") -> RunInfo:
+        """The ad-hoc run for `key`, created in memory now and stored in the background."""
+        info = self._adhoc.get(key)
+        if info is not None:
+            return info
+        info = RunInfo(
+            id=new_run_id(),
+            trace_id=new_trace_id(),
+            root_span_id=new_span_id(),
+            config_name=config_name,
+            status="running",
+        )
+        self._adhoc[key] = info
+        self.remember(info)
+        row = RunRow(
+            id=info.id,
+            trace_id=info.trace_id,
+            root_span_id=info.root_span_id,
+            config_name=config_name,
+            status="running",
+            adhoc_key=key,
+            started_at=datetime.now(UTC),
+        )
+        task = asyncio.get_running_loop().create_task(self._write(row))
+        self._pending_writes.add(task)
+        task.add_done_callback(self._pending_writes.discard)
+        return info
+
+    async def _write(self, row: RunRow) -> None:
+        try:
+            await anyio.to_thread.run_sync(self._store.add_run, row)
+        except Exception:
+            log.exception("could not store ad-hoc run %s", row.id)
+
+    async def drain(self) -> None:
+        """Wait for background run writes (on shutdown, and before reading runs back)."""
+        if self._pending_writes:
+            await asyncio.gather(*list(self._pending_writes), return_exceptions=True)
+
+    def forget_adhoc(self, key: str) -> RunInfo | None:
+        return self._adhoc.pop(key, None)
+
+
+def root_span(
+    run: RunRow,
+    *,
+    end_ns: int,
+    events: list[Event] | None = None,
+    resource: Resource,
+) -> ReadableSpan:
+    """The run's root span `invoke_agent {config}`, built with the run's own ids."""
+    context = SpanContext(
+        trace_id=int(run.trace_id, 16),
+        span_id=int(run.root_span_id, 16),
+        is_remote=False,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    created = run.created_at if run.created_at.tzinfo else run.created_at.replace(tzinfo=UTC)
+    start_ns = int(created.timestamp() * 1e9)
+    attributes: dict[str, Any] = {
+        semconv.GEN_AI_OPERATION_NAME: semconv.OP_INVOKE_AGENT,
+        semconv.RUN_ID: run.id,
+        semconv.RUN_STATUS: run.status,
+        "gen_ai.agent.name": run.config_name,
+    }
+    if run.task_id:
+        attributes["tracecard.task.id"] = run.task_id
+        attributes["tracecard.trial"] = run.trial
+    if run.experiment_id:
+        attributes["tracecard.experiment.id"] = run.experiment_id
+    if run.final_answer is not None:
+        attributes[semconv.FINAL_ANSWER] = run.final_answer
+    if run.sandbox:
+        attributes[semconv.SANDBOX_PATH] = run.sandbox
+    ok = run.status == "finished"
+    return ReadableSpan(
+        name=f"{semconv.OP_INVOKE_AGENT} {run.config_name}",
+        context=context,
+        parent=None,
+        resource=resource,
+        attributes=attributes,
+        events=events or [],
+        kind=SpanKind.INTERNAL,
+        status=Status(StatusCode.UNSET if ok else StatusCode.ERROR, None if ok else run.status),
+        start_time=start_ns,
+        end_time=max(end_ns, start_ns),
+        instrumentation_scope=InstrumentationScope("tracecard"),
+    )
+
+
+def emit(processor: SpanProcessor, span: ReadableSpan) -> None:
+    """Hand a finished span straight to the processor (it goes out with the next batch)."""
+    processor.on_end(span)

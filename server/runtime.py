@@ -1,0 +1,106 @@
+"""The server's resources, opened in one async context manager and closed in reverse order.
+
+Order of shutdown matters: child processes and the HTTP client first, then the tracer provider
+is flushed (every recorded span reaches the database), and only then is the engine disposed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+import httpx
+from httpx_aiohttp import AiohttpTransport
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import Tracer
+
+from server.runs import RunRegistry
+from server.settings import Settings
+from traces import semconv
+from traces.exporter import SqlSpanExporter
+from traces.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    """Everything a request handler may need, built once per app."""
+
+    settings: Settings
+    store: Store
+    provider: TracerProvider
+    processor: BatchSpanProcessor
+    tracer: Tracer
+    resource: Resource
+    http: httpx.AsyncClient
+    runs: RunRegistry
+    extensions: dict[str, Any] = field(default_factory=dict)  # per-feature state (stdio, ...)
+
+    async def flush(self) -> None:
+        """Wait until every span recorded so far is committed."""
+        await self.runs.drain()
+        await anyio.to_thread.run_sync(self.processor.force_flush)
+
+
+def make_http_client(settings: Settings) -> httpx.AsyncClient:
+    """The upstream client: httpx API over aiohttp's transport (cheaper per call)."""
+    transport = AiohttpTransport(
+        limits=httpx.Limits(max_connections=512, max_keepalive_connections=512),
+        trust_env=False,
+    )
+    return httpx.AsyncClient(
+        transport=transport,
+        timeout=httpx.Timeout(settings.upstream_timeout_s, connect=10.0),
+        follow_redirects=False,
+        trust_env=False,
+    )
+
+
+def make_tracer_provider(store: Store, settings: Settings) -> tuple[TracerProvider, BatchSpanProcessor]:
+    resource = Resource.create(
+        {"service.name": "tracecard", "telemetry.sdk.name": "opentelemetry"},
+        schema_url=semconv.SCHEMA_URL,
+    )
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    processor = BatchSpanProcessor(
+        SqlSpanExporter(store),
+        max_queue_size=settings.recording.batch_max_queue,
+        schedule_delay_millis=settings.recording.batch_delay_ms,
+        max_export_batch_size=2048,
+    )
+    provider.add_span_processor(processor)
+    return provider, processor
+
+
+@asynccontextmanager
+async def open_runtime(settings: Settings, store: Store | None = None) -> AsyncIterator[Runtime]:
+    """Open the store, the tracer provider and the HTTP client; close them in reverse order."""
+    async with AsyncExitStack() as stack:
+        own_store = store is None
+        store = store or Store(settings.db)
+        if own_store:
+            stack.callback(store.dispose)
+        await anyio.to_thread.run_sync(store.create_schema)
+        provider, processor = make_tracer_provider(store, settings)
+        stack.callback(provider.shutdown)  # flushes the batch processor: every span is stored
+        http = make_http_client(settings)
+        stack.push_async_callback(http.aclose)
+        runtime = Runtime(
+            settings=settings,
+            store=store,
+            provider=provider,
+            processor=processor,
+            tracer=provider.get_tracer("tracecard", schema_url=semconv.SCHEMA_URL),
+            resource=provider.resource,
+            http=http,
+            runs=RunRegistry(store),
+        )
+        stack.push_async_callback(runtime.runs.drain)
+        yield runtime

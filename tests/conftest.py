@@ -1,0 +1,80 @@
+"""Shared fixtures: databases (real SQLite, real PostgreSQL), settings, a running tracecard."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from server.settings import Settings
+from traces.store import Store
+
+PG_URL = os.environ.get("TRACECARD_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _pg_admin_connect():  # type: ignore[no-untyped-def]
+    import psycopg
+
+    return psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
+
+
+def pg_available() -> str | None:
+    """None when PostgreSQL answers, else why not."""
+    try:
+        with _pg_admin_connect():
+            return None
+    except Exception as exc:  # noqa: BLE001 - any failure means "skip with the reason"
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database, dropped afterwards."""
+    reason = pg_available()
+    if reason is not None:
+        pytest.skip(
+            f"PostgreSQL not reachable at {PG_URL} ({reason}); start it or set TRACECARD_TEST_PG"
+        )
+    name = f"tc_{secrets.token_hex(6)}"
+    with _pg_admin_connect() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = PG_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with _pg_admin_connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each storage test runs on real SQLite and on real PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tracecard.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    store = Store(db_url)
+    store.create_schema()
+    yield store
+    store.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'tracecard.db'}"
+
+
+@pytest.fixture
+def settings(sqlite_url: str, tmp_path: Path) -> Settings:
+    """Default settings on a fresh SQLite file, with a short batch delay for tests."""
+    return Settings(
+        db=sqlite_url,
+        sandbox_root=str(tmp_path / "sandboxes"),
+        recording={"batch_delay_ms": 50},
+    )

@@ -1,0 +1,103 @@
+"""A real MCP server (the official SDK's `MCPServer`, streamable HTTP) used by the tests.
+
+Run: python tests/servers/tool_server.py PORT [--stateless] [--json]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel
+
+server = MCPServer("tracecard-test-tools")
+NOTES: dict[str, str] = {}
+
+
+class Weather(BaseModel):
+    city: str
+    celsius: float
+    conditions: str
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+@server.tool()
+def fail(message: str) -> str:
+    """Always fails with the message (the result has isError)."""
+    raise ValueError(message)
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def weather(city: str) -> Weather:
+    """Structured content: the weather in a city."""
+    return Weather(city=city, celsius=21.5, conditions="sunny")
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def big(size: int) -> str:
+    """A text result of `size` bytes."""
+    return "x" * size
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@server.tool()
+async def progress(steps: int, ctx: Context) -> str:
+    """Report progress `steps` times before answering."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step}")
+        await asyncio.sleep(0.01)
+    return f"done {steps}"
+
+
+@server.tool()
+def write_note(key: str, text: str) -> str:
+    """Store a note (state the outcome probes can read back)."""
+    NOTES[key] = text
+    return f"stored {key}"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def read_note(key: str) -> dict[str, str | None]:
+    """Read a note back."""
+    return {"key": key, "text": NOTES.get(key)}
+
+
+@server.tool(annotations=ToolAnnotations(destructiveHint=True, readOnlyHint=False))
+def delete_all_notes() -> str:
+    """Delete every note."""
+    NOTES.clear()
+    return "deleted"
+
+
+def main() -> None:
+    port = int(sys.argv[1])
+    server.run(
+        "streamable-http",
+        host="127.0.0.1",
+        port=port,
+        stateless_http="--stateless" in sys.argv,
+        json_response="--json" in sys.argv,
+    )
+
+
+if __name__ == "__main__":
+    main()

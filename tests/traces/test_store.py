@@ -1,0 +1,75 @@
+"""The storage round trip on real SQLite and real PostgreSQL."""
+
+from __future__ import annotations
+
+from traces.exporter import SqlSpanExporter
+from traces.models import RunRow
+from traces.store import Store
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+
+def _span(span_id: str, start: int, parent: str | None = None, **attributes: object) -> dict:
+    return {
+        "trace_id": "ab" * 16,
+        "span_id": span_id,
+        "parent_span_id": parent,
+        "name": "tools/call echo",
+        "kind": 3,
+        "start_time_unix_nano": start,
+        "end_time_unix_nano": start + 10,
+        "status": {"code": 0, "message": None},
+        "attributes": {"tracecard.run.id": "r1", **attributes},
+        "events": [{"name": "e", "time_unix_nano": start + 1, "attributes": {"k": 1}}],
+    }
+
+
+def test_spans_round_trip_in_start_order_and_idempotent(store: Store) -> None:
+    store.add_run(RunRow(id="r1", trace_id="ab" * 16, root_span_id="00" * 8))
+    # the child arrives before its parent: no foreign key on the parent
+    child = _span("2" * 16, 200, parent="1" * 16, **{"gen_ai.tool.name": "echo", "n": 1.5})
+    parent = _span("1" * 16, 100)
+    assert store.insert_spans([child]) == 1
+    store.insert_spans([parent, child])  # the repeated child is ignored, not an error
+    spans = store.spans_for_run("r1")
+    assert [s["span_id"] for s in spans] == ["1" * 16, "2" * 16]
+    assert spans[1]["parent_span_id"] == "1" * 16
+    assert spans[1]["attributes"]["gen_ai.tool.name"] == "echo"
+    assert spans[1]["attributes"]["n"] == 1.5
+    assert spans[1]["events"][0]["attributes"] == {"k": 1}
+    assert spans[0]["end_time_unix_nano"] == 110
+
+
+def test_spans_without_run_attribute_join_by_trace_id(store: Store) -> None:
+    store.add_run(RunRow(id="r2", trace_id="cd" * 16, root_span_id="00" * 8))
+    span = _span("3" * 16, 5)
+    span["trace_id"] = "cd" * 16
+    span["attributes"] = {"gen_ai.operation.name": "chat"}
+    store.insert_spans([span])
+    assert [s["span_id"] for s in store.spans_for_run("r2")] == ["3" * 16]
+
+
+def test_sdk_exporter_writes_one_batch(store: Store) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(SqlSpanExporter(store)))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("outer", attributes={"tracecard.run.id": "r3"}):
+        with tracer.start_as_current_span("inner", attributes={"tracecard.run.id": "r3"}):
+            pass
+    provider.shutdown()
+    spans = store.spans_for_run("r3")
+    assert {s["name"] for s in spans} == {"outer", "inner"}
+    inner = next(s for s in spans if s["name"] == "inner")
+    outer = next(s for s in spans if s["name"] == "outer")
+    assert inner["parent_span_id"] == outer["span_id"]
+    assert len(inner["trace_id"]) == 32 and len(inner["span_id"]) == 16
+
+
+def test_run_update_and_lookup(store: Store) -> None:
+    store.add_run(RunRow(id="r4", trace_id="ef" * 16, root_span_id="11" * 8, adhoc_key="sess"))
+    store.update_run("r4", status="finished", final_answer="done")
+    run = store.get_run("r4")
+    assert run is not None and run.status == "finished" and run.final_answer == "done"
+    assert store.run_for_trace("ef" * 16).id == "r4"  # type: ignore[union-attr]
+    assert store.adhoc_run("sess").id == "r4"  # type: ignore[union-attr]
+    assert store.get_run("missing") is None

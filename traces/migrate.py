@@ -1,0 +1,36 @@
+"""Schema migrations with Alembic, run programmatically at start-up (`tracecard serve`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from alembic import command
+from alembic.config import Config
+
+if TYPE_CHECKING:
+    from traces.store import Store
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def upgrade(store: Store, revision: str = "head") -> None:
+    """Bring the database to `revision`; safe to call on every start."""
+    config = alembic_config()
+    with store.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+
+def revision(store: Store, message: str) -> None:
+    """Autogenerate a new revision from the models (a developer's tool)."""
+    config = alembic_config()
+    with store.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.revision(config, message=message, autogenerate=True)

@@ -1,0 +1,148 @@
+"""SQLModel tables: runs, spans, suites, experiments, scores, verdicts.
+
+Stored the way Phoenix stores spans: hex-string ids, UTC times, JSON columns for attributes,
+idempotent inserts on span id and no foreign key on the parent (children may arrive first).
+Table models do not validate; input is validated by separate non-table models upstream.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class RunRow(SQLModel, table=True):
+    """One trial of one task, or an ad-hoc run for traffic that named none."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_experiment_task_trial", "experiment_id", "task_id", "trial"),
+        Index("ix_runs_created_desc", "created_at"),
+        Index("ix_runs_status_created", "status", "created_at"),
+        Index("ix_runs_trace", "trace_id"),
+        Index("ix_runs_adhoc_key", "adhoc_key"),
+    )
+
+    id: str = Field(primary_key=True, max_length=32)
+    experiment_id: str | None = Field(default=None, max_length=32)
+    suite_name: str | None = None
+    suite_version: str | None = Field(default=None, max_length=64)
+    task_id: str | None = None
+    trial: int = 0
+    config_name: str = "adhoc"
+    config: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    status: str = Field(default="pending", max_length=16)
+    final_answer: str | None = Field(default=None, sa_column=Column(Text))
+    error: str | None = Field(default=None, sa_column=Column(Text))
+    trace_id: str = Field(max_length=32)
+    root_span_id: str = Field(max_length=16)
+    sandbox: str | None = None
+    adhoc_key: str | None = None
+    flags: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class SpanRow(SQLModel, table=True):
+    """One OpenTelemetry span; `run_id`, `tool_name`, `error_type`, `role` are copied out of the
+    attributes so that the viewer's filters are index lookups."""
+
+    __tablename__ = "spans"
+    __table_args__ = (
+        Index("ix_spans_run_start", "run_id", "start_ns"),
+        Index("ix_spans_trace", "trace_id"),
+        Index("ix_spans_tool", "tool_name", "run_id"),
+        Index("ix_spans_error", "error_type", "run_id"),
+    )
+
+    span_id: str = Field(primary_key=True, max_length=16)
+    trace_id: str = Field(max_length=32)
+    parent_span_id: str | None = Field(default=None, max_length=16)
+    run_id: str | None = Field(default=None, max_length=32)
+    name: str
+    kind: int = 0
+    start_ns: int = Field(sa_column=Column(BigInteger, nullable=False))
+    end_ns: int | None = Field(default=None, sa_column=Column(BigInteger))
+    status_code: int = 0
+    status_message: str | None = None
+    tool_name: str | None = None
+    error_type: str | None = None
+    role: str | None = Field(default=None, max_length=16)
+    attributes: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    events: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+    resource: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    scope: str | None = None
+
+
+class SuiteRow(SQLModel, table=True):
+    """A suite document; its content hash is its version."""
+
+    __tablename__ = "suites"
+    __table_args__ = (Index("ix_suites_name_created", "name", "created_at"),)
+
+    version: str = Field(primary_key=True, max_length=64)
+    name: str
+    document: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ExperimentRow(SQLModel, table=True):
+    """One config on one suite with k trials per task."""
+
+    __tablename__ = "experiments"
+    __table_args__ = (Index("ix_experiments_created", "created_at"),)
+
+    id: str = Field(primary_key=True, max_length=32)
+    suite_name: str
+    suite_version: str = Field(max_length=64)
+    config_name: str
+    config: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    trials: int
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ScoreRow(SQLModel, table=True):
+    """Run x component. `value` None means "not evaluated", never a pass."""
+
+    __tablename__ = "scores"
+    __table_args__ = (
+        UniqueConstraint("run_id", "component", name="uq_scores_run_component"),
+        Index("ix_scores_component_passed_run", "component", "passed", "run_id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(max_length=32)
+    component: str = Field(max_length=32)
+    value: float | None = None
+    passed: bool | None = None
+    evidence: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    scorer: str
+    scorer_version: str
+    suite_version: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class VerdictRow(SQLModel, table=True):
+    """A person's judgement of a run's component, stored apart from the scores."""
+
+    __tablename__ = "verdicts"
+    __table_args__ = (Index("ix_verdicts_run", "run_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(max_length=32)
+    component: str = Field(max_length=32)
+    agree: bool
+    note: str | None = Field(default=None, sa_column=Column(Text))
+    author: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)

@@ -1,0 +1,87 @@
+"""Span names and attribute keys used by every part of tracecard.
+
+The MCP and GenAI semantic conventions are still "development" status in OpenTelemetry, so the
+names we rely on are pinned here, in one place, against one version of the conventions.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Pinned: OpenTelemetry semantic conventions for MCP / GenAI, status "development".
+SEMCONV_VERSION: Final = "1.38.0"
+SCHEMA_URL: Final = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+
+# --- MCP / RPC ---------------------------------------------------------------------------------
+MCP_METHOD_NAME: Final = "mcp.method.name"
+MCP_SESSION_ID: Final = "mcp.session.id"
+MCP_PROTOCOL_VERSION: Final = "mcp.protocol.version"
+JSONRPC_REQUEST_ID: Final = "jsonrpc.request.id"
+RPC_RESPONSE_STATUS_CODE: Final = "rpc.response.status_code"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+NETWORK_TRANSPORT: Final = "network.transport"  # "tcp" (HTTP upstreams) | "pipe" (stdio)
+ERROR_TYPE: Final = "error.type"
+
+# --- GenAI tool execution ----------------------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"  # JSON text
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"  # JSON text
+OP_EXECUTE_TOOL: Final = "execute_tool"
+OP_INVOKE_AGENT: Final = "invoke_agent"
+
+# --- HTTP (plain HTTP tools and HTTP probes) ---------------------------------------------------
+HTTP_REQUEST_METHOD: Final = "http.request.method"
+HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
+URL_PATH: Final = "url.path"
+URL_QUERY: Final = "url.query"
+URL_FULL: Final = "url.full"
+
+# --- tracecard's own ---------------------------------------------------------------------------
+RUN_ID: Final = "tracecard.run.id"
+UPSTREAM: Final = "tracecard.upstream"
+ROLE: Final = "tracecard.role"  # ROLE_AGENT | ROLE_VERIFIER
+ROLE_AGENT: Final = "agent"
+ROLE_VERIFIER: Final = "verifier"
+TRUNCATED: Final = "tracecard.truncated"  # bool: some payload attribute was cut
+REQUEST_BODY: Final = "tracecard.request.body"  # raw request text when it is not JSON-RPC / unparsable
+RESPONSE_BODY: Final = "tracecard.response.body"  # raw response text (plain HTTP tools)
+PARSE_ERROR: Final = "tracecard.parse_error"  # why the agent's message could not be parsed
+JSONRPC_ERROR_MESSAGE: Final = "tracecard.jsonrpc.error.message"
+RPC_PARAMS: Final = "tracecard.rpc.params"  # JSON text: request params of non tools/call methods
+RPC_RESULT: Final = "tracecard.rpc.result"  # JSON text: result of non tools/call methods (tools/list)
+TOOL_IS_ERROR: Final = "tracecard.tool.is_error"  # bool, tools/call result had isError
+TOOL_ANNOTATIONS: Final = "tracecard.tool.annotations"  # JSON text, from tools/list, on tools/call
+BLOCKED_RULE: Final = "tracecard.blocked.rule"  # safety rule id that blocked the call (enforce)
+PROBE_ID: Final = "tracecard.probe.id"  # verifier spans: which probe of the task
+PROBE_KIND: Final = "tracecard.probe.kind"  # "tool" | "http" | "file"
+PROBE_VALUE: Final = "tracecard.probe.value"  # JSON text: what the probe observed
+PROBE_ERROR: Final = "tracecard.probe.error"  # why a probe could not run
+SANDBOX_PATH: Final = "tracecard.sandbox"  # on the root span: the run's sandbox directory
+FINAL_ANSWER: Final = "tracecard.final_answer"  # on the root span, set at finish
+RUN_STATUS: Final = "tracecard.run.status"
+
+# --- error.type values -------------------------------------------------------------------------
+ERR_TOOL: Final = "tool_error"
+ERR_TIMEOUT: Final = "timeout"
+ERR_UNAVAILABLE: Final = "upstream_unavailable"
+ERR_PROTOCOL: Final = "upstream_protocol_error"
+ERR_BLOCKED: Final = "blocked"
+
+# --- evaluation events (scores written onto the run's root span) -------------------------------
+EVAL_EVENT_NAME: Final = "gen_ai.evaluation.result"
+EVAL_NAME: Final = "gen_ai.evaluation.name"
+EVAL_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+EVAL_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+EVAL_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+
+# Span kinds as stored (OTLP numbering).
+KIND_INTERNAL: Final = 1
+KIND_SERVER: Final = 2
+KIND_CLIENT: Final = 3
+
+# Status codes as stored (OTLP numbering).
+STATUS_UNSET: Final = 0
+STATUS_OK: Final = 1
+STATUS_ERROR: Final = 2

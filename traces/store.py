@@ -1,0 +1,182 @@
+"""The span and run store: idempotent span inserts, run rows, and the queries the API reads.
+
+Everything here is synchronous SQLAlchemy: the span exporter calls it from the batch processor's
+thread, and the async server calls it through a worker thread, never on the proxy's hot path.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+from sqlmodel import SQLModel
+
+from traces import semconv
+from traces.engine import is_sqlite, make_engine, normalise_url
+from traces.models import RunRow, SpanRow
+
+SpanDict = dict[str, Any]
+
+
+def span_row_to_dict(row: SpanRow) -> SpanDict:
+    """A stored span in the JSON API shape (attributes as a flat object, values as recorded)."""
+    return {
+        "trace_id": row.trace_id,
+        "span_id": row.span_id,
+        "parent_span_id": row.parent_span_id,
+        "name": row.name,
+        "kind": row.kind,
+        "start_time_unix_nano": row.start_ns,
+        "end_time_unix_nano": row.end_ns,
+        "status": {"code": row.status_code, "message": row.status_message},
+        "attributes": row.attributes,
+        "events": row.events,
+        "resource": row.resource,
+        "scope": row.scope,
+        "run_id": row.run_id,
+    }
+
+
+def span_values(span: SpanDict) -> dict[str, Any]:
+    """Column values for a span dict in the API shape (the inverse of `span_row_to_dict`)."""
+    attributes: dict[str, Any] = span.get("attributes") or {}
+    status = span.get("status") or {}
+    tool = attributes.get(semconv.GEN_AI_TOOL_NAME)
+    error_type = attributes.get(semconv.ERROR_TYPE)
+    role = attributes.get(semconv.ROLE)
+    return {
+        "span_id": span["span_id"],
+        "trace_id": span["trace_id"],
+        "parent_span_id": span.get("parent_span_id") or None,
+        "run_id": span.get("run_id") or attributes.get(semconv.RUN_ID),
+        "name": span.get("name") or "",
+        "kind": int(span.get("kind") or 0),
+        "start_ns": int(span.get("start_time_unix_nano") or 0),
+        "end_ns": span.get("end_time_unix_nano"),
+        "status_code": int(status.get("code") or 0),
+        "status_message": status.get("message"),
+        "tool_name": str(tool) if tool is not None else None,
+        "error_type": str(error_type) if error_type is not None else None,
+        "role": str(role) if role is not None else None,
+        "attributes": attributes,
+        "events": span.get("events") or [],
+        "resource": span.get("resource") or {},
+        "scope": span.get("scope"),
+    }
+
+
+class Store:
+    """Owns the engine. On SQLite all writes go through one lock: one writer at a time."""
+
+    def __init__(self, url: str, engine: Engine | None = None) -> None:
+        self.url = normalise_url(url)
+        self.engine = engine or make_engine(self.url)
+        self._sqlite = is_sqlite(self.url)
+        self._write_lock = threading.Lock()
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def create_schema(self) -> None:
+        """Create every table and index that does not exist yet (see `traces.migrate`)."""
+        from traces.migrate import upgrade
+
+        upgrade(self)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as session:
+            yield session
+
+    @contextmanager
+    def writing(self) -> Iterator[Session]:
+        """A session whose changes are committed on exit, holding the writer lock on SQLite."""
+        if self._sqlite:
+            with self._write_lock, self.session() as session:
+                yield session
+                session.commit()
+        else:
+            with self.session() as session:
+                yield session
+                session.commit()
+
+    # --- spans ----------------------------------------------------------------------------------
+    def insert_spans(self, spans: Iterable[SpanDict]) -> int:
+        """Insert spans in one transaction; a span id already stored is left as it is."""
+        rows = [span_values(s) for s in spans]
+        if not rows:
+            return 0
+        table = SpanRow.__table__  # type: ignore[attr-defined]
+        dialect = sqlite if self._sqlite else postgresql
+        statement = dialect.insert(table).on_conflict_do_nothing(index_elements=["span_id"])
+        with self.writing() as session:
+            session.execute(statement, rows)
+        return len(rows)
+
+    def replace_span_events(self, span_id: str, events: list[dict[str, Any]]) -> None:
+        with self.writing() as session:
+            row = session.get(SpanRow, span_id)
+            if row is not None:
+                row.events = events
+                session.add(row)
+
+    def spans_for_run(self, run_id: str) -> list[SpanDict]:
+        """All spans of a run (by run id, or by the run's trace id), in start-time order."""
+        with self.session() as session:
+            run = session.get(RunRow, run_id)
+            query = select(SpanRow).where(SpanRow.run_id == run_id)  # type: ignore[arg-type]
+            rows = list(session.scalars(query))
+            if run is not None:
+                seen = {r.span_id for r in rows}
+                by_trace = select(SpanRow).where(
+                    SpanRow.trace_id == run.trace_id  # type: ignore[arg-type]
+                )
+                rows.extend(r for r in session.scalars(by_trace) if r.span_id not in seen)
+        rows.sort(key=lambda r: (r.start_ns, r.span_id))
+        return [span_row_to_dict(r) for r in rows]
+
+    def span(self, span_id: str) -> SpanDict | None:
+        with self.session() as session:
+            row = session.get(SpanRow, span_id)
+            return span_row_to_dict(row) if row is not None else None
+
+    # --- runs -----------------------------------------------------------------------------------
+    def add_run(self, run: RunRow) -> RunRow:
+        with self.writing() as session:
+            session.add(run)
+        return run
+
+    def add_all(self, rows: Sequence[SQLModel]) -> None:
+        """Insert rows of any table in one transaction: all or nothing."""
+        with self.writing() as session:
+            session.add_all(rows)
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        with self.session() as session:
+            return session.get(RunRow, run_id)
+
+    def update_run(self, run_id: str, **fields: Any) -> RunRow | None:
+        with self.writing() as session:
+            run = session.get(RunRow, run_id)
+            if run is None:
+                return None
+            for key, value in fields.items():
+                setattr(run, key, value)
+            session.add(run)
+        return run
+
+    def run_for_trace(self, trace_id: str) -> RunRow | None:
+        with self.session() as session:
+            query = select(RunRow).where(RunRow.trace_id == trace_id)  # type: ignore[arg-type]
+            return session.scalars(query).first()
+
+    def adhoc_run(self, key: str) -> RunRow | None:
+        with self.session() as session:
+            query = select(RunRow).where(RunRow.adhoc_key == key)  # type: ignore[arg-type]
+            return session.scalars(query).first()
