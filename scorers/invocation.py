@@ -115,8 +115,12 @@ def _abstention(calls: list[ToolCall]) -> ComponentScore:
         "note": "no call expected" if ok else f"{len(calls)} call(s) made where none was expected",
     }
     return ComponentScore(
-        component=NAME, value=1.0 if ok else 0.0, passed=ok, evidence=evidence,
-        scorer=NAME, version=VERSION,
+        component=NAME,
+        value=1.0 if ok else 0.0,
+        passed=ok,
+        evidence=evidence,
+        scorer=NAME,
+        version=VERSION,
     )
 
 
@@ -126,7 +130,11 @@ def score_invocation(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
     spec = task.invocation
     if spec is None:
         return ComponentScore(
-            component=NAME, value=None, passed=None, scorer=NAME, version=VERSION,
+            component=NAME,
+            value=None,
+            passed=None,
+            scorer=NAME,
+            version=VERSION,
             evidence={"reason": "task has no invocation expectations"},
         )
     calls = agent_calls(spans)
@@ -163,6 +171,10 @@ def score_invocation(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
         "recall": round(recall, 6),
     }
     return ComponentScore(
-        component=NAME, value=f1, passed=f1 == 1.0, evidence=evidence,
-        scorer=NAME, version=VERSION,
+        component=NAME,
+        value=f1,
+        passed=f1 == 1.0,
+        evidence=evidence,
+        scorer=NAME,
+        version=VERSION,
     )

@@ -145,7 +145,9 @@ class ArgMatcher(BaseModel):
             ok = number is not None and math.isclose(
                 number, target, rel_tol=0.0, abs_tol=self.tolerance
             )
-            return MatchResult(ok=ok, reason="" if ok else f"not within {self.tolerance} of {target}")
+            return MatchResult(
+                ok=ok, reason="" if ok else f"not within {self.tolerance} of {target}"
+            )
         ok = _subset(self.subset, normalise(actual))
         return MatchResult(ok=ok, reason="" if ok else f"does not contain {self.subset!r}")
 

@@ -65,7 +65,11 @@ def score_outcome(task: Task, spans: Sequence[Span], facts: RunFacts) -> Compone
     spec = task.outcome
     if spec is None:
         return ComponentScore(
-            component=NAME, value=None, passed=None, scorer=NAME, version=VERSION,
+            component=NAME,
+            value=None,
+            passed=None,
+            scorer=NAME,
+            version=VERSION,
             evidence={"reason": "task has no outcome expectations"},
         )
     observed = probe_observations(spans)
@@ -80,8 +84,11 @@ def score_outcome(task: Task, spans: Sequence[Span], facts: RunFacts) -> Compone
     for predicate in spec.predicates:
         seen = observed.get(predicate.probe)
         row: dict[str, Any] = {
-            "probe": predicate.probe, "path": predicate.path, "op": predicate.op,
-            "value": predicate.value, "span_id": seen.span_id if seen else None,
+            "probe": predicate.probe,
+            "path": predicate.path,
+            "op": predicate.op,
+            "value": predicate.value,
+            "span_id": seen.span_id if seen else None,
         }
         if seen is None or seen.error is not None:
             row["holds"] = None
@@ -101,12 +108,20 @@ def score_outcome(task: Task, spans: Sequence[Span], facts: RunFacts) -> Compone
             f"{p['probe']}: {p['reason']}" for p in not_run
         )
         return ComponentScore(
-            component=NAME, value=None, passed=None, evidence=evidence, scorer=NAME,
+            component=NAME,
+            value=None,
+            passed=None,
+            evidence=evidence,
+            scorer=NAME,
             version=VERSION,
         )
     held = sum(1 for r in rows if r["holds"])
     value = held / len(rows)
     return ComponentScore(
-        component=NAME, value=value, passed=held == len(rows), evidence=evidence, scorer=NAME,
+        component=NAME,
+        value=value,
+        passed=held == len(rows),
+        evidence=evidence,
+        scorer=NAME,
         version=VERSION,
     )

@@ -134,9 +134,9 @@ def _probe_kind(raw: Any) -> str | None:
 
 
 Probe = Annotated[
-    Annotated[ToolProbe, Tag("tool")] | Annotated[HttpProbe, Tag("http")] | Annotated[
-        FileProbe, Tag("file")
-    ],
+    Annotated[ToolProbe, Tag("tool")]
+    | Annotated[HttpProbe, Tag("http")]
+    | Annotated[FileProbe, Tag("file")],
     Discriminator(
         _probe_kind,
         custom_error_type="probe_kind",

@@ -130,7 +130,10 @@ def _semantic_issues(suite: Suite) -> list[tuple[tuple[str | int, ...], str]]:
     for index, task in enumerate(suite.tasks):
         if task.id in first:
             issues.append(
-                (("tasks", index, "id"), f"duplicate task id {task.id!r} (first at tasks[{first[task.id]}])")
+                (
+                    ("tasks", index, "id"),
+                    f"duplicate task id {task.id!r} (first at tasks[{first[task.id]}])",
+                )
             )
         first.setdefault(task.id, index)
         if task.outcome is None:

@@ -1,0 +1,106 @@
+"""Task specs and pure scoring: (task, stored trace, run facts) -> component scores.
+
+Nothing here does I/O or imports Litestar, the server or the viewer.
+"""
+
+from .compare import Comparison, ComparisonError, TaskComparison, compare_experiments
+from .completion import score_completion
+from .composite import CompositeWeights, score_composite
+from .efficiency import score_efficiency
+from .flags import compute_flags, score_run
+from .invocation import score_invocation
+from .outcome import evaluate_predicate, score_outcome
+from .registry import (
+    ENTRY_POINT_GROUP,
+    RegistryError,
+    ScorerInfo,
+    ScorerRegistry,
+    default_registry,
+    load_entry_points,
+    load_scorer_module,
+    scorer,
+)
+from .repeats import Interval, bootstrap_mean, flip_rate, pass_at_k, pass_hat_k
+from .safety import GateConstants, Violation, check_call, gate_value, score_safety
+from .scorecard import (
+    GateResult,
+    RunRecord,
+    Scorecard,
+    Verdict,
+    build_scorecard,
+    gate,
+)
+from .suite import (
+    CURRENT_SCHEMA_VERSION,
+    Suite,
+    SuiteError,
+    Task,
+    load_suite,
+    parse_suite,
+    suite_version,
+)
+from .types import ComponentScore, RunFacts, RunScores
+from .writers import (
+    ScorecardFormatError,
+    read_scorecard_json,
+    to_csv,
+    to_json,
+    to_junit,
+    to_markdown,
+)
+
+__all__ = [
+    "CURRENT_SCHEMA_VERSION",
+    "ENTRY_POINT_GROUP",
+    "Comparison",
+    "ComparisonError",
+    "ComponentScore",
+    "CompositeWeights",
+    "GateConstants",
+    "GateResult",
+    "Interval",
+    "RegistryError",
+    "RunFacts",
+    "RunRecord",
+    "RunScores",
+    "Scorecard",
+    "ScorecardFormatError",
+    "ScorerInfo",
+    "ScorerRegistry",
+    "Suite",
+    "SuiteError",
+    "Task",
+    "TaskComparison",
+    "Verdict",
+    "Violation",
+    "bootstrap_mean",
+    "build_scorecard",
+    "check_call",
+    "compare_experiments",
+    "compute_flags",
+    "default_registry",
+    "evaluate_predicate",
+    "flip_rate",
+    "gate",
+    "gate_value",
+    "load_entry_points",
+    "load_scorer_module",
+    "load_suite",
+    "parse_suite",
+    "pass_at_k",
+    "pass_hat_k",
+    "read_scorecard_json",
+    "score_completion",
+    "score_composite",
+    "score_efficiency",
+    "score_invocation",
+    "score_outcome",
+    "score_run",
+    "score_safety",
+    "scorer",
+    "suite_version",
+    "to_csv",
+    "to_json",
+    "to_junit",
+    "to_markdown",
+]

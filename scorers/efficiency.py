@@ -1,0 +1,84 @@
+"""Process / efficiency: calls vs optimal, redundant calls, tool errors and recovery, latency."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ._json import canonical_json
+from .calls import ToolCall, agent_calls
+from .registry import scorer
+from .suite import Task
+from .types import ComponentScore, RunFacts, Span
+
+__all__ = ["call_identity", "score_efficiency"]
+
+NAME = "efficiency"
+VERSION = "1"
+
+
+def call_identity(call: ToolCall) -> str:
+    """Canonical tool + upstream + arguments: equal identities are redundant repeats."""
+    arguments = call.arguments if call.arguments is not None else call.raw_arguments
+    return canonical_json([call.upstream, call.tool, arguments])
+
+
+def _recovered(calls: Sequence[ToolCall], index: int) -> bool:
+    # Recovered: a later call to the same tool succeeded.
+    failed = calls[index]
+    return any(c.tool == failed.tool and not c.is_error for c in calls[index + 1 :])
+
+
+@scorer(name=NAME, component=NAME, version=VERSION)
+def score_efficiency(task: Task, spans: Sequence[Span], facts: RunFacts) -> ComponentScore:
+    """Product of call economy, non-redundancy, error handling and (optionally) latency."""
+    spec = task.efficiency
+    calls = agent_calls(spans)
+    n = len(calls)
+    seen: dict[str, str] = {}
+    redundant: list[dict[str, str]] = []
+    for call in calls:
+        identity = call_identity(call)
+        if identity in seen and not call.is_error:
+            redundant.append({"span_id": call.span_id, "repeats": seen[identity]})
+        # A retry after an error is not waste; only repeats of a successful call are.
+        if not call.is_error:
+            seen.setdefault(identity, call.span_id)
+    errors = [i for i, c in enumerate(calls) if c.is_error]
+    recovered = [i for i in errors if _recovered(calls, i)]
+    latency_ms = sum(c.latency_ms for c in calls)
+
+    parts: dict[str, float] = {}
+    if spec.optimal_calls is not None:
+        parts["call_economy"] = 1.0 if n <= spec.optimal_calls else spec.optimal_calls / n
+    parts["non_redundant"] = 1.0 - len(redundant) / n if n else 1.0
+    # A recovered error costs half as much as one left unrecovered.
+    parts["error_handling"] = 1.0 - (len(errors) - 0.5 * len(recovered)) / n if n else 1.0
+    if spec.max_latency_ms is not None:
+        parts["latency"] = min(1.0, spec.max_latency_ms / latency_ms) if latency_ms else 1.0
+    value = 1.0
+    for part in parts.values():
+        value *= part
+    evidence: dict[str, Any] = {
+        "calls": n,
+        "optimal_calls": spec.optimal_calls,
+        "redundant": redundant,
+        "errors": [
+            {
+                "span_id": calls[i].span_id,
+                "error_type": calls[i].error_type,
+                "recovered": i in recovered,
+            }
+            for i in errors
+        ],
+        "latency_ms": round(latency_ms, 3),
+        "parts": {k: round(v, 6) for k, v in parts.items()},
+    }
+    return ComponentScore(
+        component=NAME,
+        value=value,
+        passed=value >= spec.pass_threshold,
+        evidence=evidence,
+        scorer=NAME,
+        version=VERSION,
+    )
