@@ -10,8 +10,15 @@ from typing import Any
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.runs import FINAL_STATUSES, RunInfo, emit, new_run_id, new_span_id, new_trace_id
-from server.runs import root_span
+from server.runs import (
+    FINAL_STATUSES,
+    RunInfo,
+    emit,
+    new_run_id,
+    new_span_id,
+    new_trace_id,
+    root_span,
+)
 from server.runtime import Runtime
 from traces.models import RunRow
 
@@ -45,7 +52,8 @@ class RunFinish(BaseModel):
     status: str = "finished"
 
 
-# Hooks other features register on the runtime (per-run upstreams, probes, scoring).
+# Hooks other features register on the runtime: `finish_hooks` (probes, scoring) run first and
+# may return fields for the response; `after_finish_hooks` (stop per-run upstreams) run next.
 FinishHook = Callable[[Runtime, RunRow], Awaitable[dict[str, Any] | None]]
 
 
@@ -157,6 +165,9 @@ async def finish_run(runtime: Runtime, run_id: str, body: RunFinish) -> dict[str
         result = await hook(runtime, updated)
         if result:
             extra.update(result)
+    # after the probes and scorers: stop per-run upstream processes, keep sandboxes
+    for hook in runtime.extensions.get("after_finish_hooks", []):
+        await hook(runtime, updated)
     events = runtime.extensions.get("root_events", lambda _run, _extra: [])(updated, extra)
     emit(
         runtime.processor,

@@ -63,7 +63,9 @@ def make_http_client(settings: Settings) -> httpx.AsyncClient:
     )
 
 
-def make_tracer_provider(store: Store, settings: Settings) -> tuple[TracerProvider, BatchSpanProcessor]:
+def make_tracer_provider(
+    store: Store, settings: Settings
+) -> tuple[TracerProvider, BatchSpanProcessor]:
     resource = Resource.create(
         {"service.name": "tracecard", "telemetry.sdk.name": "opentelemetry"},
         schema_url=semconv.SCHEMA_URL,

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Awaitable, Callable
 from http.cookies import SimpleCookie
+from typing import Any
 
-from litestar.types import ASGIApp, Message, Receive, Scope, Send
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 TOKEN_HEADER = b"tracecard-token"
 TOKEN_COOKIE = "tracecard_token"
@@ -21,21 +26,21 @@ CSP = (
 def _presented_token(scope: Scope) -> str | None:
     for name, value in scope.get("headers", []):
         if name == TOKEN_HEADER:
-            return value.decode("latin-1")
+            return str(value.decode("latin-1"))
         if name == b"authorization" and value[:7].lower() == b"bearer ":
-            return value[7:].decode("latin-1").strip()
+            return str(value[7:].decode("latin-1")).strip()
         if name == b"cookie":
             cookie: SimpleCookie = SimpleCookie()
             cookie.load(value.decode("latin-1"))
             if TOKEN_COOKIE in cookie:
-                return cookie[TOKEN_COOKIE].value
+                return str(cookie[TOKEN_COOKIE].value)
     return None
 
 
-def token_guard(app: ASGIApp, token: str | None) -> ASGIApp:
+def token_guard(app: Any, token: str | None) -> ASGIApp:
     """Wrap `app` so that every path but the open ones needs the API token (when one is set)."""
     if not token:
-        return app
+        return app  # type: ignore[no-any-return]
     expected = token.encode()
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
@@ -50,7 +55,7 @@ def token_guard(app: ASGIApp, token: str | None) -> ASGIApp:
             b'{"status_code":401,"detail":"this tracecard needs an API token: send it as '
             b'`Authorization: Bearer <token>` or the `Tracecard-Token` header"}'
         )
-        start: Message = {
+        start: dict[str, Any] = {
             "type": "http.response.start",
             "status": 401,
             "headers": [

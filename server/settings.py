@@ -37,7 +37,9 @@ class UpstreamSettings(BaseModel):
     cwd: str | None = None
     per_run: bool = False
     fixture: str | None = None
-    kind: str = "mcp"  # "mcp" (JSON-RPC, at /mcp/{name}) | "http" (plain HTTP tool, at /http/{name})
+    kind: str = (
+        "mcp"  # "mcp" (JSON-RPC, at /mcp/{name}) | "http" (plain HTTP tool, at /http/{name})
+    )
     timeout_s: float | None = None  # overrides the global upstream timeout
     headers: dict[str, str] = Field(default_factory=dict)  # added to every forwarded request
 
@@ -61,8 +63,16 @@ class RecordingSettings(BaseModel):
     )
     redact_keys: list[str] = Field(
         default_factory=lambda: [
-            "password", "passwd", "secret", "token", "api_key", "apikey", "access_token",
-            "authorization", "client_secret", "private_key",
+            "password",
+            "passwd",
+            "secret",
+            "token",
+            "api_key",
+            "apikey",
+            "access_token",
+            "authorization",
+            "client_secret",
+            "private_key",
         ]
     )
     inject_traceparent: bool = True  # add `traceparent` to params._meta where absent

@@ -45,12 +45,16 @@ ROLE: Final = "tracecard.role"  # ROLE_AGENT | ROLE_VERIFIER
 ROLE_AGENT: Final = "agent"
 ROLE_VERIFIER: Final = "verifier"
 TRUNCATED: Final = "tracecard.truncated"  # bool: some payload attribute was cut
-REQUEST_BODY: Final = "tracecard.request.body"  # raw request text when it is not JSON-RPC / unparsable
+REQUEST_BODY: Final = (
+    "tracecard.request.body"  # raw request text when not JSON-RPC
+)
 RESPONSE_BODY: Final = "tracecard.response.body"  # raw response text (plain HTTP tools)
 PARSE_ERROR: Final = "tracecard.parse_error"  # why the agent's message could not be parsed
 JSONRPC_ERROR_MESSAGE: Final = "tracecard.jsonrpc.error.message"
 RPC_PARAMS: Final = "tracecard.rpc.params"  # JSON text: request params of non tools/call methods
-RPC_RESULT: Final = "tracecard.rpc.result"  # JSON text: result of non tools/call methods (tools/list)
+RPC_RESULT: Final = (
+    "tracecard.rpc.result"  # JSON text: result of other methods
+)
 TOOL_IS_ERROR: Final = "tracecard.tool.is_error"  # bool, tools/call result had isError
 TOOL_ANNOTATIONS: Final = "tracecard.tool.annotations"  # JSON text, from tools/list, on tools/call
 BLOCKED_RULE: Final = "tracecard.blocked.rule"  # safety rule id that blocked the call (enforce)

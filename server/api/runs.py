@@ -32,7 +32,9 @@ class RunController(Controller):
         return run_view(runtime, row, **extra)
 
     @post("/{run_id:str}/finish", status_code=200, summary="End a run; probes and scorers run")
-    async def finish(self, state: State, run_id: str, data: RunFinish | None = None) -> dict[str, Any]:
+    async def finish(
+        self, state: State, run_id: str, data: RunFinish | None = None
+    ) -> dict[str, Any]:
         runtime = runtime_of(state)
         return await service_call(finish_run(runtime, run_id, data or RunFinish()))
 

@@ -23,12 +23,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for_port(port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+def wait_for_port(
+    port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-            raise RuntimeError(f"server exited with {proc.returncode} before listening:\n{out[-3000:]}")
+            raise RuntimeError(
+                f"server exited with {proc.returncode} before listening:\n{out[-3000:]}"
+            )
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
@@ -50,7 +54,9 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
 
 
 @contextlib.contextmanager
-def spawn(args: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+def spawn(
+    args: list[str], port: int, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """Run `args` in its own process group, wait until it listens on `port`, stop it after."""
     proc = subprocess.Popen(
         args,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
 from traces.exporter import SqlSpanExporter
 from traces.models import RunRow
 from traces.store import Store
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 
 def _span(span_id: str, start: int, parent: str | None = None, **attributes: object) -> dict:

@@ -1,0 +1,244 @@
+"""Turning proxied JSON-RPC messages into spans: shared by the HTTP proxy and the stdio bridge.
+
+The recorder is called after the agent has its bytes: it parses only what a span needs,
+redacts secrets and truncates large payloads before anything is handed to the SDK, whose
+`BatchSpanProcessor` writes to the database on its own thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from server.runs import RunInfo
+from server.settings import RecordingSettings
+from traces import semconv
+
+REDACTED = "[REDACTED]"
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+# The name's target per method: the attribute of `params` that names what is acted on.
+_TARGET_PARAM = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "resources/subscribe": "uri",
+    "resources/unsubscribe": "uri",
+}
+
+
+class Redactor:
+    """Replaces the values of secret-looking keys, at any depth, before storage."""
+
+    def __init__(self, settings: RecordingSettings) -> None:
+        self.keys = frozenset(k.lower() for k in settings.redact_keys)
+        self.headers = frozenset(h.lower() for h in settings.redact_headers)
+        self.cap = settings.payload_cap_bytes
+
+    def value(self, node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: (REDACTED if k.lower() in self.keys else self.value(v)) for k, v in node.items()
+            }
+        if isinstance(node, list):
+            return [self.value(v) for v in node]
+        return node
+
+    def header_items(self, headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+        return {
+            f"http.request.header.{name.lower()}": REDACTED if name.lower() in self.headers else v
+            for name, v in headers
+        }
+
+    def text(self, node: Any) -> tuple[str, bool]:
+        """JSON text of `node` after redaction, truncated to the cap (with a marker)."""
+        encoded = orjson.dumps(self.value(node), default=str)
+        return self.cut(encoded)
+
+    def cut(self, raw: bytes) -> tuple[str, bool]:
+        if len(raw) <= self.cap:
+            return raw.decode("utf-8", errors="replace"), False
+        head = raw[: self.cap].decode("utf-8", errors="ignore")
+        return f"{head}…[truncated by tracecard: original size {len(raw)} bytes]", True
+
+
+def parse_json(body: bytes) -> tuple[Any, str | None]:
+    """The decoded body, or None and the reason it is not JSON."""
+    try:
+        return orjson.loads(body), None
+    except orjson.JSONDecodeError as exc:
+        return None, f"not valid JSON: {exc}"
+
+
+def message_target(message: Mapping[str, Any]) -> str | None:
+    method = message.get("method")
+    params = message.get("params")
+    key = _TARGET_PARAM.get(method) if isinstance(method, str) else None
+    if key and isinstance(params, dict):
+        target = params.get(key)
+        return str(target) if target is not None else None
+    return None
+
+
+def traceparent_of(message: Mapping[str, Any], headers: Mapping[str, str]) -> Context | None:
+    """The agent's trace context from `params._meta.traceparent`, else the HTTP header."""
+    carrier: dict[str, str] = {}
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta, dict) and isinstance(meta.get("traceparent"), str):
+        carrier["traceparent"] = meta["traceparent"]
+        if isinstance(meta.get("tracestate"), str):
+            carrier["tracestate"] = meta["tracestate"]
+    elif "traceparent" in headers:
+        carrier["traceparent"] = headers["traceparent"]
+        if "tracestate" in headers:
+            carrier["tracestate"] = headers["tracestate"]
+    if not carrier:
+        return None
+    context = _PROPAGATOR.extract(carrier)
+    span_context = trace.get_current_span(context).get_span_context()
+    return context if span_context.is_valid else None
+
+
+def traceparent_header(span: Span) -> str:
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, trace.set_span_in_context(span))
+    return carrier.get("traceparent", "")
+
+
+@dataclass
+class Exchange:
+    """Where a message travels: fixed per request (or per stdio process)."""
+
+    run: RunInfo
+    upstream: str
+    transport: str = "tcp"  # "tcp" for HTTP upstreams, "pipe" for stdio
+    server_address: str | None = None
+    server_port: int | None = None
+    session_id: str | None = None
+    protocol_version: str | None = None
+    role: str = semconv.ROLE_AGENT
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class PendingCall:
+    """A request whose span is open until its response (or failure) is recorded."""
+
+    span: Span
+    method: str
+    request_id: Any
+
+
+class Recorder:
+    """Opens a span per JSON-RPC request and closes it with the response."""
+
+    def __init__(self, tracer: Tracer, settings: RecordingSettings) -> None:
+        self.tracer = tracer
+        self.redactor = Redactor(settings)
+        self.settings = settings
+
+    def _base_attributes(self, exchange: Exchange) -> dict[str, Any]:
+        attributes: dict[str, Any] = {
+            semconv.RUN_ID: exchange.run.id,
+            semconv.UPSTREAM: exchange.upstream,
+            semconv.ROLE: exchange.role,
+            semconv.NETWORK_TRANSPORT: exchange.transport,
+        }
+        if exchange.server_address:
+            attributes[semconv.SERVER_ADDRESS] = exchange.server_address
+        if exchange.server_port:
+            attributes[semconv.SERVER_PORT] = exchange.server_port
+        if exchange.session_id:
+            attributes[semconv.MCP_SESSION_ID] = exchange.session_id
+        if exchange.protocol_version:
+            attributes[semconv.MCP_PROTOCOL_VERSION] = exchange.protocol_version
+        return attributes
+
+    def start(
+        self, message: Mapping[str, Any], exchange: Exchange, start_ns: int | None = None
+    ) -> PendingCall:
+        """Open the span of a request or notification (`message` is one parsed JSON-RPC)."""
+        method = str(message.get("method") or "unknown")
+        target = message_target(message)
+        attributes = self._base_attributes(exchange)
+        attributes[semconv.MCP_METHOD_NAME] = method
+        truncated = False
+        request_id = message.get("id")
+        if request_id is not None:
+            attributes[semconv.JSONRPC_REQUEST_ID] = str(request_id)
+        params = message.get("params")
+        if method == "tools/call" and isinstance(params, dict):
+            attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.OP_EXECUTE_TOOL
+            if target is not None:
+                attributes[semconv.GEN_AI_TOOL_NAME] = target
+            arguments, truncated = self.redactor.text(params.get("arguments") or {})
+            attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = arguments
+        elif params is not None:
+            attributes[semconv.RPC_PARAMS], truncated = self.redactor.text(params)
+        if truncated:
+            attributes[semconv.TRUNCATED] = True
+        parent = traceparent_of(message, exchange.headers) or exchange.run.context
+        span = self.tracer.start_span(
+            f"{method} {target}" if target else method,
+            context=parent,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=start_ns or time.time_ns(),
+        )
+        return PendingCall(span=span, method=method, request_id=request_id)
+
+    def finish(self, pending: PendingCall, response: Mapping[str, Any] | None) -> None:
+        """Close the span with the JSON-RPC response (None for a notification)."""
+        span = pending.span
+        if response is not None:
+            error = response.get("error")
+            if isinstance(error, dict):
+                code = error.get("code")
+                span.set_attribute(semconv.RPC_RESPONSE_STATUS_CODE, str(code))
+                span.set_attribute(semconv.ERROR_TYPE, str(code))
+                message = str(error.get("message") or "")
+                span.set_attribute(semconv.JSONRPC_ERROR_MESSAGE, message)
+                span.set_status(Status(StatusCode.ERROR, message))
+            else:
+                self._record_result(span, pending.method, response.get("result"))
+        span.end()
+
+    def _record_result(self, span: Span, method: str, result: Any) -> None:
+        text, truncated = self.redactor.text(result)
+        if method == "tools/call":
+            span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, text)
+            is_error = isinstance(result, dict) and bool(result.get("isError"))
+            span.set_attribute(semconv.TOOL_IS_ERROR, is_error)
+            if is_error:
+                span.set_attribute(semconv.ERROR_TYPE, semconv.ERR_TOOL)
+                span.set_status(Status(StatusCode.ERROR, "tool returned isError"))
+        else:
+            span.set_attribute(semconv.RPC_RESULT, text)
+        if truncated:
+            span.set_attribute(semconv.TRUNCATED, True)
+
+    def fail(self, pending: PendingCall, error_type: str, message: str) -> None:
+        """Close the span with a transport failure (`timeout`, `upstream_unavailable`, ...)."""
+        pending.span.set_attribute(semconv.ERROR_TYPE, error_type)
+        pending.span.set_status(Status(StatusCode.ERROR, message))
+        pending.span.end()
+
+    def unparsable(self, raw: bytes, reason: str, exchange: Exchange, name: str) -> Span:
+        """An open span for a body that is not JSON-RPC; the caller ends it."""
+        attributes = self._base_attributes(exchange)
+        attributes[semconv.PARSE_ERROR] = reason
+        attributes[semconv.REQUEST_BODY], truncated = self.redactor.cut(raw)
+        if truncated:
+            attributes[semconv.TRUNCATED] = True
+        return self.tracer.start_span(
+            name, context=exchange.run.context, kind=SpanKind.CLIENT, attributes=attributes
+        )
