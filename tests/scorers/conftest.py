@@ -19,10 +19,8 @@ if getattr(sys.modules.get("scorers"), "__file__", None) is None:
 
 from scorers import RunFacts  # noqa: E402
 
-from trace_helpers import FINISHED  # noqa: E402
-
 
 @pytest.fixture
 def finished() -> RunFacts:
     """Facts of a run that ended on its own with an answer and a sandbox."""
-    return FINISHED
+    return RunFacts(status="finished", final_answer="done", sandbox="/sandbox/run-1")
