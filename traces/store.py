@@ -11,14 +11,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
-from sqlmodel import SQLModel
+from sqlmodel import Session, SQLModel
 
 from traces import semconv
 from traces.engine import is_sqlite, make_engine, normalise_url
-from traces.models import RunRow, SpanRow
+from traces.models import RunRow, ScoreRow, SpanRow
 
 SpanDict = dict[str, Any]
 
@@ -180,3 +179,65 @@ class Store:
         with self.session() as session:
             query = select(RunRow).where(RunRow.adhoc_key == key)  # type: ignore[arg-type]
             return session.scalars(query).first()
+
+    # --- scores ---------------------------------------------------------------------------------
+    def spans_for_runs(self, runs: Sequence[RunRow]) -> dict[str, list[SpanDict]]:
+        """Spans of many runs in two queries (by run id and by trace id), each in start order."""
+        by_run: dict[str, list[SpanDict]] = {run.id: [] for run in runs}
+        if not runs:
+            return by_run
+        run_of_trace = {run.trace_id: run.id for run in runs}
+        seen: set[str] = set()
+        with self.session() as session:
+            for chunk_start in range(0, len(runs), 500):
+                chunk = runs[chunk_start : chunk_start + 500]
+                ids = [run.id for run in chunk]
+                traces = [run.trace_id for run in chunk]
+                for row in session.scalars(
+                    select(SpanRow).where(SpanRow.run_id.in_(ids))  # type: ignore[union-attr]
+                ):
+                    seen.add(row.span_id)
+                    by_run[row.run_id or ""].append(span_row_to_dict(row))
+                for row in session.scalars(
+                    select(SpanRow).where(SpanRow.trace_id.in_(traces))  # type: ignore[attr-defined]
+                ):
+                    if row.span_id not in seen:
+                        seen.add(row.span_id)
+                        by_run[run_of_trace[row.trace_id]].append(span_row_to_dict(row))
+        for spans in by_run.values():
+            spans.sort(key=lambda s: (s["start_time_unix_nano"], s["span_id"]))
+        return by_run
+
+    def replace_scores(
+        self,
+        scores: dict[str, list[ScoreRow]],
+        flags: dict[str, list[str]],
+        root_events: dict[str, list[dict[str, Any]]],
+    ) -> None:
+        """Replace the scores and flags of runs (and their roots' evaluation events) at once."""
+        if not scores:
+            return
+        with self.writing() as session:
+            session.execute(
+                delete(ScoreRow).where(ScoreRow.run_id.in_(list(scores)))  # type: ignore[attr-defined]
+            )
+            for rows in scores.values():
+                session.add_all(rows)
+            for run_id, run_flags in flags.items():
+                session.execute(
+                    update(RunRow).where(RunRow.id == run_id).values(flags=run_flags)  # type: ignore[arg-type]
+                )
+            for span_id, events in root_events.items():
+                session.execute(
+                    update(SpanRow).where(SpanRow.span_id == span_id).values(events=events)  # type: ignore[arg-type]
+                )
+
+    def scores_for_runs(self, run_ids: Sequence[str]) -> dict[str, list[ScoreRow]]:
+        found: dict[str, list[ScoreRow]] = {run_id: [] for run_id in run_ids}
+        with self.session() as session:
+            for start in range(0, len(run_ids), 500):
+                chunk = list(run_ids[start : start + 500])
+                query = select(ScoreRow).where(ScoreRow.run_id.in_(chunk))  # type: ignore[attr-defined]
+                for row in session.scalars(query):
+                    found[row.run_id].append(row)
+        return found

@@ -1,0 +1,226 @@
+"""Suites, experiments, scorecards, comparisons, verdicts and rescoring."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import anyio.to_thread
+from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import State
+from litestar.exceptions import HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+
+from scorers import Comparison, to_csv, to_json, to_junit, to_markdown
+from server.api.deps import runtime_of, service_call
+from server.evaluation import (
+    compare,
+    create_experiment,
+    experiment_runs,
+    find_suite,
+    list_suites,
+    rescore,
+    scorecard_for,
+    store_suite,
+)
+from server.evaluation_hooks import tasks_of
+from server.lifecycle import RunError, get_run, run_view
+from server.runs import RunInfo
+from traces.models import VerdictRow
+
+COMPONENT_NAMES = ("invocation", "completion", "outcome", "safety", "efficiency", "composite")
+
+
+class ExperimentCreate(BaseModel):
+    """Body of `POST /api/experiments`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suite: str
+    config: dict[str, Any] = Field(default_factory=lambda: {"name": "default"})
+    trials: int = 1
+
+
+class VerdictCreate(BaseModel):
+    """Body of `POST /api/runs/{id}/verdicts`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    component: Literal["invocation", "completion", "outcome", "safety", "efficiency", "composite"]
+    agree: bool
+    note: str | None = Field(default=None, max_length=10_000)
+    author: str | None = Field(default=None, max_length=200)
+
+
+async def _thread(fn: Any, *args: Any) -> Any:
+    try:
+        return await anyio.to_thread.run_sync(fn, *args)
+    except RunError as exc:
+        raise HTTPException(status_code=exc.status_code, detail=str(exc)) from exc
+
+
+class SuiteController(Controller):
+    path = "/api/suites"
+    tags = ["suites"]
+
+    @post("/", status_code=201, summary="Store a suite (TOML or JSON body); returns its version")
+    async def create(self, state: State, request: Request[Any, Any, Any]) -> dict[str, Any]:
+        body = (await request.body()).decode("utf-8", errors="replace")
+        media = request.headers.get("content-type", "")
+        fmt = "toml" if "toml" in media or not body.lstrip().startswith(("{", "[")) else "json"
+        store = runtime_of(state).store
+        suite, row = await _thread(store_suite, store, body, fmt, "request body")
+        return {"name": suite.name, "version": row.version, "tasks": [t.id for t in suite.tasks]}
+
+    @get("/", summary="Stored suites, newest first")
+    async def index(self, state: State) -> dict[str, Any]:
+        return {"suites": await _thread(list_suites, runtime_of(state).store)}
+
+
+class ExperimentController(Controller):
+    path = "/api/experiments"
+    tags = ["experiments"]
+
+    @post("/", status_code=201, summary="Create config x suite x k trials; returns every run")
+    async def create(self, state: State, data: ExperimentCreate) -> dict[str, Any]:
+        runtime = runtime_of(state)
+        experiment, runs = await _thread(
+            lambda: create_experiment(
+                runtime.store, runtime.settings, data.suite, data.config, data.trials
+            )
+        )
+        cache = tasks_of(runtime)
+        suite, _ = await _thread(find_suite, runtime.store, experiment.suite_version)
+        for run in runs:
+            runtime.runs.remember(RunInfo.from_row(run))
+            cache.put(run.id, suite.task(run.task_id))
+        return {
+            "id": experiment.id,
+            "suite": experiment.suite_name,
+            "suite_version": experiment.suite_version,
+            "config": {"name": experiment.config_name, **experiment.config},
+            "trials": experiment.trials,
+            "runs": [
+                {
+                    "id": run.id,
+                    "task_id": run.task_id,
+                    "trial": run.trial,
+                    "instruction": suite.task(run.task_id).instruction,
+                    "urls": run_view(runtime, run)["urls"],
+                }
+                for run in runs
+            ],
+        }
+
+    @get("/{experiment_id:str}", summary="An experiment and its runs")
+    async def read(self, state: State, experiment_id: str) -> dict[str, Any]:
+        runtime = runtime_of(state)
+        experiment, runs = await _thread(experiment_runs, runtime.store, experiment_id)
+        return {
+            "id": experiment.id,
+            "suite": experiment.suite_name,
+            "suite_version": experiment.suite_version,
+            "config": {"name": experiment.config_name, **experiment.config},
+            "trials": experiment.trials,
+            "runs": [run_view(runtime, r) for r in runs],
+        }
+
+    @get(
+        "/{experiment_id:str}/{filename:str}",
+        summary="Scorecard as scorecard.json, scorecard.csv, scorecard.md or scorecard.xml",
+    )
+    async def scorecard(self, state: State, experiment_id: str, filename: str) -> Response[Any]:
+        runtime = runtime_of(state)
+        name, _, fmt = filename.partition(".")
+        if name != "scorecard":
+            raise HTTPException(status_code=404, detail=f"no such experiment file {filename!r}")
+        await runtime.flush()
+        card = await _thread(scorecard_for, runtime.store, experiment_id)
+        writers = {
+            "json": (to_json, "application/json"),
+            "csv": (to_csv, "text/csv; charset=utf-8"),
+            "md": (to_markdown, "text/markdown; charset=utf-8"),
+            "xml": (to_junit, "application/xml"),
+        }
+        if fmt not in writers:
+            raise HTTPException(status_code=404, detail=f"scorecard formats: {', '.join(writers)}")
+        writer, media = writers[fmt]
+        disposition = f'inline; filename="{experiment_id}-scorecard.{fmt}"'
+        return Response(
+            writer(card), media_type=media, headers={"Content-Disposition": disposition}
+        )
+
+
+class CompareController(Controller):
+    path = "/api/compare"
+    tags = ["experiments"]
+
+    @get("/", summary="Paired comparison of two experiments on one suite")
+    async def compare(
+        self, state: State, a: str, b: str, component: str = "outcome"
+    ) -> dict[str, Any]:
+        result = await _thread(compare, runtime_of(state).store, a, b, component)
+        return comparison_view(result)
+
+
+def comparison_view(result: Comparison) -> dict[str, Any]:
+    """A comparison as the API returns it."""
+    interval = result.interval
+    return {
+        "a": result.a_id,
+        "b": result.b_id,
+        "component": result.component,
+        "verdict": result.verdict,
+        "reason": result.reason,
+        "interval": None
+        if interval is None
+        else {"mean": interval.mean, "low": interval.low, "high": interval.high, "n": interval.n},
+        "counts": result.counts(),
+        "tasks": [
+            {
+                "task_id": t.task_id,
+                "a": t.a,
+                "b": t.b,
+                "difference": t.difference,
+                "class": t.cls,
+            }
+            for t in result.tasks
+        ],
+    }
+
+
+class RunEvaluationController(Controller):
+    path = "/api/runs"
+    tags = ["runs"]
+
+    @post("/{run_id:str}/rescore", status_code=200, summary="Score the stored trace again")
+    async def rescore(self, state: State, run_id: str) -> dict[str, Any]:
+        runtime = runtime_of(state)
+        run = await service_call(get_run(runtime, run_id))
+        if run.task_id is None:
+            raise HTTPException(status_code=409, detail=f"run {run_id} is not a trial of a task")
+        await runtime.flush()
+        results = await _thread(rescore, runtime.store, [run])
+        if run_id not in results:
+            raise HTTPException(
+                status_code=409, detail=f"run {run_id} has status {run.status!r}: finish it first"
+            )
+        scores = results[run_id]
+        return {
+            "id": run_id,
+            "scores": [c.model_dump(mode="json") for c in scores.components],
+            "flags": scores.flags,
+        }
+
+    @post("/{run_id:str}/verdicts", status_code=201, summary="Record a person's verdict")
+    async def verdict(self, state: State, run_id: str, data: VerdictCreate) -> dict[str, Any]:
+        runtime = runtime_of(state)
+        await service_call(get_run(runtime, run_id))
+        row = VerdictRow(
+            run_id=run_id,
+            component=data.component,
+            agree=data.agree,
+            note=data.note,
+            author=data.author,
+        )
+        await _thread(runtime.store.add_all, [row])
+        return {"run_id": run_id, "component": data.component, "agree": data.agree}

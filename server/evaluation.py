@@ -1,0 +1,332 @@
+"""Suites, experiments, scoring and scorecards over the store (synchronous; used by the API
+through a worker thread and by the CLI directly on the database)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+from sqlmodel import col, select
+
+from scorers import (
+    Comparison,
+    ComparisonError,
+    ComponentScore,
+    RunFacts,
+    RunRecord,
+    RunScores,
+    Scorecard,
+    ScorerRegistry,
+    Suite,
+    SuiteError,
+    Task,
+    Verdict,
+    build_scorecard,
+    compare_experiments,
+    default_registry,
+    parse_suite,
+    score_run,
+    suite_version,
+)
+from server.lifecycle import RunError, new_run_row
+from server.settings import Settings
+from traces import semconv
+from traces.models import ExperimentRow, RunRow, ScoreRow, SuiteRow, VerdictRow
+from traces.store import Store
+
+SCORABLE = ("finished", "errored", "timed_out", "aborted")
+
+
+def store_suite(store: Store, text: str, fmt: str, source: str) -> tuple[Suite, SuiteRow]:
+    """Validate a suite document and store it; the same content is stored once (by version)."""
+    if fmt not in ("toml", "json"):
+        raise RunError(f"{source}: suite format must be toml or json, not {fmt!r}")
+    try:
+        suite = parse_suite(text, fmt, source)  # type: ignore[arg-type]
+    except SuiteError as exc:
+        raise RunError(str(exc), 422) from exc
+    version = suite_version(suite)
+    with store.session() as session:
+        existing = session.get(SuiteRow, version)
+    if existing is not None:
+        return suite, existing
+    row = SuiteRow(version=version, name=suite.name, document=suite.model_dump(mode="json"))
+    store.add_all([row])
+    return suite, row
+
+
+def _suite_from_row(row: SuiteRow) -> Suite:
+    return parse_suite(orjson.dumps(row.document).decode(), "json", f"suite {row.name}")
+
+
+def find_suite(store: Store, ref: str) -> tuple[Suite, SuiteRow]:
+    """A suite by exact version, version prefix (>= 8 chars) or name (its latest version)."""
+    with store.session() as session:
+        row = session.get(SuiteRow, ref)
+        if row is None:
+            by_name = select(SuiteRow).where(SuiteRow.name == ref)
+            row = session.exec(by_name.order_by(col(SuiteRow.created_at).desc())).first()
+        if row is None and len(ref) >= 8:
+            by_prefix = select(SuiteRow).where(col(SuiteRow.version).startswith(ref))
+            row = session.exec(by_prefix).first()
+    if row is None:
+        raise RunError(f"no suite named or versioned {ref!r}; POST it to /api/suites first", 404)
+    return _suite_from_row(row), row
+
+
+def list_suites(store: Store) -> list[dict[str, Any]]:
+    with store.session() as session:
+        rows = session.exec(select(SuiteRow).order_by(col(SuiteRow.created_at).desc())).all()
+    return [
+        {
+            "name": r.name,
+            "version": r.version,
+            "tasks": len(r.document.get("tasks", [])),
+            "created_at": r.created_at.isoformat(),
+        }
+        for r in rows
+    ]
+
+
+def _check_upstreams(suite: Suite, settings: Settings, tasks: Sequence[Task]) -> None:
+    missing = sorted({u for t in tasks for u in t.upstreams} - set(settings.upstreams))
+    if missing:
+        configured = ", ".join(sorted(settings.upstreams)) or "none"
+        raise RunError(
+            f"suite {suite.name!r} uses upstream(s) {', '.join(missing)} that this server does not "
+            f"configure (configured: {configured}); add [upstreams.NAME] to tracecard.toml",
+            422,
+        )
+
+
+def create_experiment(
+    store: Store, settings: Settings, suite_ref: str, config: dict[str, Any], trials: int
+) -> tuple[ExperimentRow, list[RunRow]]:
+    """One config on one suite with `trials` runs per task, stored in one transaction."""
+    if not 1 <= trials <= 1000:
+        raise RunError(f"trials must be between 1 and 1000, not {trials}")
+    suite, suite_row = find_suite(store, suite_ref)
+    _check_upstreams(suite, settings, suite.tasks)
+    experiment = ExperimentRow(
+        id=new_run_row(config={}).id,
+        suite_name=suite.name,
+        suite_version=suite_row.version,
+        config_name=str(config.get("name") or "default"),
+        config={k: v for k, v in config.items() if k != "name"},
+        trials=trials,
+    )
+    runs = [
+        new_run_row(
+            config=config,
+            task_id=task.id,
+            trial=trial,
+            experiment_id=experiment.id,
+            suite_name=suite.name,
+            suite_version=suite_row.version,
+        )
+        for task in suite.tasks
+        for trial in range(trials)
+    ]
+    store.add_all([experiment, *runs])
+    return experiment, runs
+
+
+def new_task_run(
+    store: Store,
+    settings: Settings,
+    *,
+    suite_ref: str | None,
+    task_id: str | None,
+    experiment_id: str | None,
+    config: dict[str, Any],
+    trial: int,
+) -> RunRow:
+    """A run row for `POST /api/runs`, checked against its suite and experiment."""
+    suite_name = suite_version_ = None
+    if experiment_id is not None:
+        with store.session() as session:
+            experiment = session.get(ExperimentRow, experiment_id)
+        if experiment is None:
+            raise RunError(f"no experiment with id {experiment_id!r}", 404)
+        suite_ref = experiment.suite_version
+        config = {"name": experiment.config_name, **experiment.config, **config}
+    if suite_ref is not None:
+        suite, row = find_suite(store, suite_ref)
+        suite_name, suite_version_ = suite.name, row.version
+        if task_id is None:
+            raise RunError("a run of a suite needs task_id")
+        try:
+            task = suite.task(task_id)
+        except KeyError:
+            known = ", ".join(t.id for t in suite.tasks)
+            message = f"suite {suite.name!r} has no task {task_id!r} (tasks: {known})"
+            raise RunError(message, 404) from None
+        _check_upstreams(suite, settings, [task])
+    return new_run_row(
+        config=config,
+        task_id=task_id,
+        trial=trial,
+        experiment_id=experiment_id,
+        suite_name=suite_name,
+        suite_version=suite_version_,
+    )
+
+
+def task_of(store: Store, run: RunRow) -> Task | None:
+    """The task a run was a trial of, or None for runs outside any suite."""
+    if run.suite_version is None or run.task_id is None:
+        return None
+    with store.session() as session:
+        row = session.get(SuiteRow, run.suite_version)
+    if row is None:
+        raise RunError(
+            f"run {run.id} was a trial of suite {run.suite_name!r} version "
+            f"{run.suite_version[:12]}, which is no longer stored; store that suite again",
+            409,
+        )
+    return _suite_from_row(row).task(run.task_id)
+
+
+def evaluation_events(components: Sequence[ComponentScore]) -> list[dict[str, Any]]:
+    """Scores as `gen_ai.evaluation.result` events for the run's root span."""
+    now = time.time_ns()
+    events = []
+    for score in components:
+        label = "not_evaluated" if score.passed is None else ("pass" if score.passed else "fail")
+        attributes: dict[str, Any] = {
+            semconv.EVAL_NAME: score.component,
+            semconv.EVAL_SCORE_LABEL: label,
+            semconv.EVAL_EXPLANATION: orjson.dumps(score.evidence).decode()[:4000],
+            "tracecard.scorer": f"{score.scorer}@{score.version}",
+        }
+        if score.value is not None:
+            attributes[semconv.EVAL_SCORE_VALUE] = score.value
+        events.append(
+            {"name": semconv.EVAL_EVENT_NAME, "time_unix_nano": now, "attributes": attributes}
+        )
+    return events
+
+
+def score_rows(run: RunRow, scores: RunScores) -> list[ScoreRow]:
+    return [
+        ScoreRow(
+            run_id=run.id,
+            component=c.component,
+            value=c.value,
+            passed=c.passed,
+            evidence=c.evidence,
+            scorer=c.scorer,
+            scorer_version=c.version,
+            suite_version=run.suite_version,
+        )
+        for c in scores.components
+    ]
+
+
+def rescore(
+    store: Store,
+    runs: Sequence[RunRow],
+    registry: ScorerRegistry | None = None,
+    progress: Callable[[int], None] | None = None,
+    chunk: int = 500,
+) -> dict[str, RunScores]:
+    """Score runs again from their stored traces (no tool is touched); replaces their scores."""
+    registry = registry or default_registry()
+    results: dict[str, RunScores] = {}
+    tasks: dict[tuple[str, str], Task] = {}
+    for start in range(0, len(runs), chunk):
+        batch = [r for r in runs[start : start + chunk] if r.status in SCORABLE]
+        spans = store.spans_for_runs(batch)
+        rows: dict[str, list[ScoreRow]] = {}
+        flags: dict[str, list[str]] = {}
+        events: dict[str, list[dict[str, Any]]] = {}
+        for run in batch:
+            key = (run.suite_version or "", run.task_id or "")
+            if key not in tasks:
+                task = task_of(store, run)
+                if task is None:
+                    continue
+                tasks[key] = task
+            facts = RunFacts(status=run.status, final_answer=run.final_answer, sandbox=run.sandbox)  # type: ignore[arg-type]
+            scores = score_run(tasks[key], spans[run.id], facts, registry)
+            results[run.id] = scores
+            rows[run.id] = score_rows(run, scores)
+            flags[run.id] = scores.flags
+            root = next((s for s in spans[run.id] if s["span_id"] == run.root_span_id), None)
+            if root is not None:
+                kept = [e for e in root["events"] if e.get("name") != semconv.EVAL_EVENT_NAME]
+                events[run.root_span_id] = kept + evaluation_events(scores.components)
+        store.replace_scores(rows, flags, events)
+        if progress is not None:
+            progress(min(start + chunk, len(runs)))
+    return results
+
+
+def experiment_runs(store: Store, experiment_id: str) -> tuple[ExperimentRow, list[RunRow]]:
+    with store.session() as session:
+        experiment = session.get(ExperimentRow, experiment_id)
+        if experiment is None:
+            raise RunError(f"no experiment with id {experiment_id!r}", 404)
+        query = select(RunRow).where(RunRow.experiment_id == experiment_id)
+        runs = list(session.exec(query.order_by(col(RunRow.task_id), col(RunRow.trial))).all())
+    return experiment, runs
+
+
+def scorecard_for(store: Store, experiment_id: str) -> Scorecard:
+    """The experiment's scorecard from stored scores and people's verdicts."""
+    experiment, runs = experiment_runs(store, experiment_id)
+    suite, _ = find_suite(store, experiment.suite_version)
+    scores = store.scores_for_runs([r.id for r in runs])
+    with store.session() as session:
+        verdict_rows = session.exec(
+            select(VerdictRow).where(col(VerdictRow.run_id).in_([r.id for r in runs]))
+        ).all()
+    records = [
+        RunRecord(
+            run_id=run.id,
+            task_id=run.task_id or "",
+            trial=run.trial,
+            status=run.status,
+            final_answer=run.final_answer,
+            components=[
+                ComponentScore(
+                    component=s.component,
+                    value=s.value,
+                    passed=s.passed,
+                    evidence=s.evidence,
+                    scorer=s.scorer,
+                    version=s.scorer_version,
+                )
+                for s in scores[run.id]
+            ],
+            flags=run.flags,
+        )
+        for run in runs
+        if scores[run.id]
+    ]
+    verdicts = [
+        Verdict(
+            run_id=v.run_id,
+            component=v.component,
+            agree=v.agree,
+            note=v.note or "",
+            author=v.author or "",
+        )
+        for v in verdict_rows
+    ]
+    reference = {
+        "id": experiment.id,
+        "config": {"name": experiment.config_name, **experiment.config},
+        "trials": experiment.trials,
+        "created_at": experiment.created_at.isoformat(),
+    }
+    return build_scorecard(suite, reference, records, verdicts)
+
+
+def compare(store: Store, a: str, b: str, component: str = "outcome") -> Comparison:
+    try:
+        return compare_experiments(scorecard_for(store, a), scorecard_for(store, b), component)
+    except ComparisonError as exc:
+        raise RunError(str(exc), 422) from exc

@@ -1,0 +1,170 @@
+"""The evaluation hooks a run goes through: task lookup at creation, enforce mode on the proxy's
+hot path (memory only), probes and scorers when the run finishes, evaluation events on its root."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import httpx2
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from opentelemetry.sdk.trace import Event
+
+from scorers import ComponentScore, RunFacts, Task, check_call, score_run
+from server.evaluation import evaluation_events, new_task_run, score_rows, task_of
+from server.lifecycle import RunCreate
+from server.probes import ProbeContext, run_probes
+from server.runs import RunInfo
+from server.runtime import Runtime
+from traces.models import RunRow
+
+log = logging.getLogger(__name__)
+
+VERIFIER_HEADER = "Tracecard-Role"
+
+
+@dataclass(frozen=True)
+class BlockDecision:
+    """Why the proxy refused a call (enforce mode)."""
+
+    rule_id: str
+    message: str
+
+
+class TaskCache:
+    """Tasks by run id, so that enforce mode never reads the database on the hot path."""
+
+    def __init__(self) -> None:
+        self._by_run: dict[str, Task] = {}
+
+    def put(self, run_id: str, task: Task | None) -> None:
+        if task is not None:
+            self._by_run[run_id] = task
+
+    def get(self, run_id: str) -> Task | None:
+        return self._by_run.get(run_id)
+
+    def drop(self, run_id: str) -> None:
+        self._by_run.pop(run_id, None)
+
+
+def tasks_of(runtime: Runtime) -> TaskCache:
+    cache: TaskCache = runtime.extensions.setdefault("tasks", TaskCache())
+    return cache
+
+
+async def resolve_run_create(runtime: Runtime, body: RunCreate) -> RunRow:
+    """`POST /api/runs` with a suite, task or experiment: checked, and its task cached."""
+    row = await anyio.to_thread.run_sync(
+        lambda: new_task_run(
+            runtime.store,
+            runtime.settings,
+            suite_ref=body.suite,
+            task_id=body.task_id,
+            experiment_id=body.experiment_id,
+            config=body.config,
+            trial=body.trial,
+        )
+    )
+    tasks_of(runtime).put(row.id, await anyio.to_thread.run_sync(task_of, runtime.store, row))
+    return row
+
+
+def make_enforcer(runtime: Runtime) -> Any:
+    """The proxy's enforce hook: block a call that matches a rule marked `block = true`."""
+    cache = tasks_of(runtime)
+
+    def enforce(
+        run: RunInfo,
+        upstream: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        annotations: dict[str, Any] | None,
+    ) -> BlockDecision | None:
+        task = cache.get(run.id)
+        if task is None:
+            return None
+        violations = check_call(
+            task.safety,
+            tool,
+            arguments,
+            annotations,
+            allowed_tools=task.tools,
+            sandbox=run.sandbox,
+        )
+        for violation in violations:
+            if violation.block:
+                return BlockDecision(
+                    violation.rule,
+                    f"blocked by tracecard safety rule {violation.rule!r}: {violation.reason}",
+                )
+        return None
+
+    return enforce
+
+
+async def _call_tool_through_proxy(
+    runtime: Runtime, run_id: str, upstream: str, tool: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    """A probe's tool call: through tracecard's own proxy, so per-run upstreams are reached and
+    the proxy marks the traffic as the verifier's."""
+    url = f"{runtime.settings.base_url}/runs/{run_id}/mcp/{upstream}"
+    headers = {VERIFIER_HEADER: "verifier"}
+    if runtime.settings.api_token:
+        headers["Tracecard-Token"] = runtime.settings.api_token
+    async with httpx2.AsyncClient(
+        headers=headers, timeout=runtime.settings.upstream_timeout_s
+    ) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            result = await client.call_tool(tool, arguments)
+    dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+async def probe_and_score(runtime: Runtime, run: RunRow) -> dict[str, Any] | None:
+    """Finish hook: run the task's probes (recorded as verifier spans), then score the run."""
+    task = tasks_of(runtime).get(run.id) or await anyio.to_thread.run_sync(
+        task_of, runtime.store, run
+    )
+    if task is None:
+        return None
+    if task.outcome is not None and task.outcome.probes:
+        info = await runtime.runs.resolve(run.id)
+        context = ProbeContext(
+            call_tool=lambda upstream, tool, args: _call_tool_through_proxy(
+                runtime, run.id, upstream, tool, args
+            ),
+            http=runtime.http,
+            sandbox=Path(run.sandbox) if run.sandbox else None,
+            tracer=runtime.tracer,
+            run_id=run.id,
+            parent=info.context if info else None,
+            timeout_s=runtime.settings.upstream_timeout_s,
+        )
+        await run_probes(task, context)
+    await runtime.flush()
+    fresh = await anyio.to_thread.run_sync(runtime.store.get_run, run.id)
+    assert fresh is not None
+    spans = await anyio.to_thread.run_sync(runtime.store.spans_for_run, run.id)
+    facts = RunFacts(status=fresh.status, final_answer=fresh.final_answer, sandbox=fresh.sandbox)  # type: ignore[arg-type]
+    scores = score_run(task, spans, facts)
+    await anyio.to_thread.run_sync(
+        lambda: runtime.store.replace_scores(
+            {run.id: score_rows(fresh, scores)}, {run.id: scores.flags}, {}
+        )
+    )
+    tasks_of(runtime).drop(run.id)
+    return {"scores": [c.model_dump(mode="json") for c in scores.components], "flags": scores.flags}
+
+
+def root_events(run: RunRow, extra: dict[str, Any]) -> list[Event]:
+    """Scores of a finished run as `gen_ai.evaluation.result` events on its root span."""
+    components = [ComponentScore.model_validate(c) for c in extra.get("scores") or []]
+    events = evaluation_events(components)
+    return [
+        Event(e["name"], attributes=e["attributes"], timestamp=e["time_unix_nano"]) for e in events
+    ]

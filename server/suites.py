@@ -1,0 +1,55 @@
+"""The evaluation feature: suites, experiments, scoring hooks and their API routes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anyio.to_thread
+from litestar.types import ControllerRouterHandler
+
+from server.api.evaluation import (
+    CompareController,
+    ExperimentController,
+    RunEvaluationController,
+    SuiteController,
+)
+from server.evaluation_hooks import make_enforcer, probe_and_score, resolve_run_create, root_events
+from server.runtime import Runtime
+from traces.models import RunRow
+
+
+async def _run_scores(runtime: Runtime, run: RunRow) -> dict[str, Any]:
+    """`GET /api/runs/{id}` shows the run's stored scores."""
+    rows = (await anyio.to_thread.run_sync(runtime.store.scores_for_runs, [run.id]))[run.id]
+    return {
+        "scores": [
+            {
+                "component": r.component,
+                "value": r.value,
+                "passed": r.passed,
+                "evidence": r.evidence,
+                "scorer": r.scorer,
+                "version": r.scorer_version,
+            }
+            for r in rows
+        ]
+    }
+
+
+def setup(runtime: Runtime) -> None:
+    runtime.extensions["resolve_run_create"] = resolve_run_create
+    runtime.extensions.setdefault("finish_hooks", []).append(probe_and_score)
+    runtime.extensions["root_events"] = root_events
+    runtime.extensions["run_scores"] = _run_scores
+    runtime.extensions["enforce"] = make_enforcer(runtime)
+
+
+def feature() -> tuple[Sequence[ControllerRouterHandler], Any]:
+    handlers: list[ControllerRouterHandler] = [
+        SuiteController,
+        ExperimentController,
+        CompareController,
+        RunEvaluationController,
+    ]
+    return handlers, setup
