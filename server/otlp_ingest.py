@@ -1,0 +1,259 @@
+"""`POST /v1/traces`: OTLP/HTTP ingest of the agent's own spans (LLM calls, agent steps).
+
+A request is answered only after its spans are committed. Each span joins a run by, in order:
+the `tracecard.run.id` (or baggage-copied `tracecard.run`) attribute on the span or its resource,
+the request's `Tracecard-Run` or `baggage: tracecard.run=<id>` header, or its trace id (the
+trace of a known run, or a trace the proxy has recorded a call in). Anything else is attached to
+an ad-hoc run per trace id: stored, never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import anyio.to_thread
+from litestar import Request, Response, post
+from litestar.datastructures import State
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace import Span as SdkSpan
+from sqlalchemy import select
+
+from server.runtime import Runtime
+from traces import semconv
+from traces.models import SpanRow
+from traces.otlp_ingest import (
+    JSON,
+    PROTOBUF,
+    DecodedBatch,
+    OtlpDecodeError,
+    decode,
+    encode_response,
+    encode_status,
+)
+from traces.store import SpanDict, Store
+
+log = logging.getLogger(__name__)
+
+RUN_HEADER = "tracecard-run"
+BAGGAGE_RUN_KEY = "tracecard.run"
+ADHOC_PREFIX = "otlp:"
+_RUN_ATTRIBUTES = (semconv.RUN_ID, BAGGAGE_RUN_KEY)
+
+
+class TraceRunIndex(SpanProcessor):
+    """Trace id -> run id for every span the proxy starts, so agent spans of that trace join."""
+
+    def __init__(self, capacity: int = 50000) -> None:
+        self._runs: OrderedDict[str, str] = OrderedDict()
+        self._capacity = capacity
+
+    def on_start(self, span: SdkSpan, parent_context: Context | None = None) -> None:
+        run_id = (span.attributes or {}).get(semconv.RUN_ID)
+        if isinstance(run_id, str):
+            self.remember(format(span.get_span_context().trace_id, "032x"), run_id)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        return None
+
+    def remember(self, trace_id: str, run_id: str) -> None:
+        self._runs[trace_id] = run_id
+        self._runs.move_to_end(trace_id)
+        if len(self._runs) > self._capacity:
+            self._runs.popitem(last=False)
+
+    def get(self, trace_id: str) -> str | None:
+        return self._runs.get(trace_id)
+
+
+def baggage_run(value: str) -> str | None:
+    """The run id in a W3C `baggage` header value (`tracecard.run=<id>`), if any."""
+    for member in value.split(","):
+        key, _, rest = member.strip().partition("=")
+        if key.strip() == BAGGAGE_RUN_KEY:
+            run_id = rest.split(";", 1)[0].strip()
+            return run_id or None
+    return None
+
+
+def header_run(headers: Mapping[str, str]) -> str | None:
+    """The run named by the request headers (`Tracecard-Run`, else baggage)."""
+    explicit = headers.get(RUN_HEADER)
+    if explicit:
+        return explicit.strip()
+    baggage = headers.get("baggage")
+    return baggage_run(baggage) if baggage else None
+
+
+def _named_run(span: SpanDict) -> str | None:
+    for attributes in (span["attributes"], span["resource"]):
+        for key in _RUN_ATTRIBUTES:
+            value = attributes.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return None
+
+
+def _run_of_trace_in_db(store: Store, trace_id: str) -> str | None:
+    run = store.run_for_trace(trace_id)
+    if run is not None:
+        return run.id
+    table = SpanRow.__table__  # type: ignore[attr-defined]
+    query = (
+        select(table.c.run_id)
+        .where(table.c.trace_id == trace_id)
+        .where(table.c.run_id.is_not(None))
+        .limit(1)
+    )
+    with store.session() as session:
+        found = session.execute(query).scalar()
+    if found is not None:
+        return str(found)
+    adhoc = store.adhoc_run(ADHOC_PREFIX + trace_id)
+    return adhoc.id if adhoc is not None else None
+
+
+class Ingest:
+    """Joins decoded spans to runs and commits them."""
+
+    def __init__(self, runtime: Runtime, index: TraceRunIndex) -> None:
+        self.runtime = runtime
+        self.index = index
+        self._known: OrderedDict[str, bool] = OrderedDict()
+
+    async def _exists(self, run_id: str) -> bool:
+        if run_id in self._known:
+            return True
+        if await self.runtime.runs.resolve(run_id) is None:
+            return False
+        self._known[run_id] = True
+        if len(self._known) > 20000:
+            self._known.popitem(last=False)
+        return True
+
+    async def _run_for_trace(self, trace_id: str) -> str:
+        run_id = self.index.get(trace_id)
+        if run_id is None:
+            run_id = await anyio.to_thread.run_sync(
+                _run_of_trace_in_db, self.runtime.store, trace_id
+            )
+        if run_id is None:
+            run_id = self.runtime.runs.adhoc(ADHOC_PREFIX + trace_id, config_name="otlp").id
+        self.index.remember(trace_id, run_id)
+        return run_id
+
+    async def join(self, spans: list[SpanDict], headers: Mapping[str, str]) -> None:
+        """Set `run_id` on every span (see the module docstring for the order)."""
+        request_run: str | None = header_run(headers)
+        if request_run is not None and not await self._exists(request_run):
+            request_run = None
+        by_trace: dict[str, str] = {}
+        for span in spans:
+            named = _named_run(span)
+            if named is not None and await self._exists(named):
+                span["run_id"] = named
+                by_trace.setdefault(span["trace_id"], named)
+            elif request_run is not None:
+                span["run_id"] = request_run
+                by_trace.setdefault(span["trace_id"], request_run)
+        for trace_id, joined in by_trace.items():
+            self.index.remember(trace_id, joined)
+        for span in spans:
+            if span.get("run_id") is None:
+                found = by_trace.get(span["trace_id"])
+                if found is None:
+                    found = await self._run_for_trace(span["trace_id"])
+                    by_trace[span["trace_id"]] = found
+                span["run_id"] = found
+        await self.runtime.runs.drain()  # ad-hoc run rows are committed before the answer
+
+    async def commit(self, batch: DecodedBatch, headers: Mapping[str, str]) -> None:
+        await self.join(batch.spans, headers)
+        if batch.spans:
+            await anyio.to_thread.run_sync(self.runtime.store.insert_spans, batch.spans)
+
+
+def _media(content_type: str) -> str:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return JSON if media == JSON else PROTOBUF
+
+
+async def _read_body(request: Request[Any, Any, Any], limit: int) -> bytes | None:
+    """The (decompressed) body, or None when it exceeds `limit` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    inflater = zlib.decompressobj(wbits=31) if encoding == "gzip" else None
+    if encoding not in ("gzip", "identity", ""):
+        raise OtlpDecodeError(f"unsupported content-encoding {encoding!r}: send gzip or none")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        if inflater is not None:
+            try:
+                chunk = inflater.decompress(chunk, limit + 1 - size)
+            except zlib.error as exc:
+                raise OtlpDecodeError(f"body is not valid gzip: {exc}") from exc
+            if inflater.unconsumed_tail:
+                return None
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    if inflater is not None and not inflater.eof:
+        raise OtlpDecodeError("body is not valid gzip: truncated stream")
+    return b"".join(chunks)
+
+
+def _error(media: str, status: int, code: int, message: str) -> Response[bytes]:
+    return Response(encode_status(media, code, message), status_code=status, media_type=media)
+
+
+@post(
+    "/v1/traces",
+    tags=["otlp"],
+    summary="OTLP/HTTP trace ingest (protobuf or JSON, gzip accepted)",
+    request_max_body_size=None,
+    status_code=200,
+)
+async def ingest_traces(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
+    """Decode, join to runs, commit, then answer `ExportTraceServiceResponse`."""
+    runtime: Runtime = state.runtime
+    ingest: Ingest = runtime.extensions["otlp_ingest"]
+    content_type = request.headers.get("content-type", "")
+    media = _media(content_type)
+    limit = runtime.settings.max_body_bytes
+    try:
+        body = await _read_body(request, limit)
+        if body is None:
+            return _error(media, 413, 8, f"body over the size limit of {limit} bytes")
+        batch = await anyio.to_thread.run_sync(decode, body, content_type)
+    except OtlpDecodeError as exc:
+        status = 415 if str(exc).startswith("unsupported content type") else 400
+        return _error(media, status, 3, str(exc))
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    await ingest.commit(batch, headers)
+    if batch.rejected:
+        log.warning("OTLP ingest rejected %d spans: %s", batch.rejected, batch.error_message)
+    return Response(
+        encode_response(media, batch.rejected, batch.error_message),
+        status_code=200,
+        media_type=media,
+    )
+
+
+def setup(runtime: Runtime) -> None:
+    """Index the proxy's spans by trace id and make the ingest service available."""
+    index = TraceRunIndex()
+    runtime.provider.add_span_processor(index)
+    runtime.extensions["otlp_ingest"] = Ingest(runtime, index)
+
+
+def feature() -> tuple[list[Any], Any]:
+    """The OTLP ingest route and its runtime set-up."""
+    return [ingest_traces], setup
