@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import pytest
-from trace_helpers import make_task
 
 from scorers import RunFacts, score_completion
+
+from .trace_helpers import make_task
 
 SPEC = """
 [tasks.completion]

@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import pytest
-from trace_helpers import FINISHED, make_task, probe_span, tool_call
 
 from scorers import ComponentScore, CompositeWeights, compute_flags, score_composite, score_run
+
+from .trace_helpers import FINISHED, make_task, probe_span, tool_call
 
 
 def cs(component: str, value: float | None, passed: bool | None = None) -> ComponentScore:
@@ -16,8 +17,11 @@ def cs(component: str, value: float | None, passed: bool | None = None) -> Compo
 
 def test_composite_is_gate_times_weighted_times_efficiency() -> None:
     parts = [
-        cs("outcome", 1.0), cs("completion", 0.5), cs("invocation", 0.0),
-        cs("safety", 0.7), cs("efficiency", 0.5),
+        cs("outcome", 1.0),
+        cs("completion", 0.5),
+        cs("invocation", 0.0),
+        cs("safety", 0.7),
+        cs("efficiency", 0.5),
     ]
     score = score_composite(parts)
     weighted = 0.5 * 1.0 + 0.25 * 0.5 + 0.25 * 0.0

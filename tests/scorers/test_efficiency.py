@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 import pytest
-from trace_helpers import FINISHED, make_task, tool_call
 
 from scorers import score_efficiency
+
+from .trace_helpers import FINISHED, make_task, tool_call
 
 OPTIMAL_2 = "[tasks.efficiency]\noptimal_calls = 2\n"
 

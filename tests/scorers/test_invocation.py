@@ -5,7 +5,7 @@ import pytest
 from scorers import RunFacts, score_invocation
 from traces import semconv as sc
 
-from trace_helpers import FINISHED, make_task, root, tool_call
+from .trace_helpers import FINISHED, make_task, root, tool_call
 
 READ_THEN_WRITE = """
 [tasks.invocation]
@@ -124,7 +124,9 @@ tool = "q"
 strict_arguments = true
 arguments = { a = 1 }
 """
-    assert not score_invocation(make_task(spec), [tool_call("q", {"a": 1, "b": 2})], FINISHED).passed
+    assert not score_invocation(
+        make_task(spec), [tool_call("q", {"a": 1, "b": 2})], FINISHED
+    ).passed
 
 
 def test_truncated_unparsable_arguments_are_unmatched_not_a_crash() -> None:
@@ -158,7 +160,7 @@ def test_no_expectations_is_not_evaluated() -> None:
 
 
 def test_plain_http_tool_calls_are_calls() -> None:
-    from trace_helpers import span
+    from .trace_helpers import span
 
     http = span(
         "POST /items",

@@ -1,16 +1,17 @@
 from __future__ import annotations
 
 import pytest
-from trace_helpers import FINISHED, make_task, probe_span, tool_call
 
 from scorers import evaluate_predicate, score_outcome
 from scorers.spec import Predicate
+
+from .trace_helpers import FINISHED, make_task, probe_span, tool_call
 
 SPEC = """
 [tasks.outcome]
 probes = [
   { id = "report", path = "report.json" },
-  { id = "count", kind = "tool", upstream = "db", tool = "count_rows", arguments = { table = "t" } },
+  { id = "count", kind = "tool", upstream = "db", tool = "count_rows", arguments = { t = 1 } },
 ]
 predicates = [
   { probe = "report", path = "$.status", op = "eq", value = "done" },

@@ -24,7 +24,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_default_registry_has_every_builtin() -> None:
     registry = default_registry()
     assert registry.names()[:6] == [
-        "invocation", "completion", "outcome", "safety", "efficiency", "composite"
+        "invocation",
+        "completion",
+        "outcome",
+        "safety",
+        "efficiency",
+        "composite",
     ]
     assert all(info.version for info in registry)
     assert [i.name for i in registry if i.derived] == ["composite"]
@@ -33,8 +38,12 @@ def test_default_registry_has_every_builtin() -> None:
 def test_every_registered_scorer_is_documented_with_its_version() -> None:
     docs = (ROOT / "docs" / "scorers.md").read_text()
     for info in default_registry():
-        heading = re.search(rf"^## `{info.name}` \(component `{info.component}`, version "
-                            rf"`{re.escape(info.version)}`\)$", docs, re.M)
+        heading = re.search(
+            rf"^## `{info.name}` \(component `{info.component}`, version "
+            rf"`{re.escape(info.version)}`\)$",
+            docs,
+            re.M,
+        )
         assert heading, f"docs/scorers.md does not document scorer {info.name} v{info.version}"
 
 
@@ -54,14 +63,16 @@ def test_builtins_are_declared_as_entry_points_in_the_docs_snippet() -> None:
 
 
 def test_third_party_module_registers_like_a_builtin(tmp_path: Path) -> None:
-    (tmp_path / "my_scorers.py").write_text(textwrap.dedent('''
+    (tmp_path / "my_scorers.py").write_text(
+        textwrap.dedent("""
         from scorers import ComponentScore, scorer
 
         @scorer(name="tone", component="tone", version="2")
         def score_tone(task, spans, facts):
             return ComponentScore(component="tone", value=1.0, passed=True,
                                   scorer="tone", version="2")
-    '''))
+    """)
+    )
     sys.path.insert(0, str(tmp_path))
     try:
         registry = load_scorer_module("my_scorers", default_registry())

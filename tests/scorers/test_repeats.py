@@ -19,7 +19,9 @@ def trials(draw: st.DrawFn) -> tuple[list[bool], int]:
 
 
 @given(trials())
-def test_pass_at_k_and_pass_hat_k_match_enumeration_of_k_subsets(case: tuple[list[bool], int]) -> None:
+def test_pass_at_k_and_pass_hat_k_match_enumeration_of_k_subsets(
+    case: tuple[list[bool], int],
+) -> None:
     outcomes, k = case
     subsets = list(itertools.combinations(outcomes, k))
     any_pass = sum(1 for s in subsets if any(s)) / len(subsets)
@@ -46,7 +48,9 @@ def test_bootstrap_is_reproducible_for_a_seed(values: list[float], seed: int) ->
     first = bootstrap_mean(values, seed=seed, resamples=200)
     again = bootstrap_mean(values, seed=seed, resamples=200)
     assert first == again
-    assert first is not None and first.low <= first.mean + 1e-12 and first.mean <= first.high + 1e-12
+    assert (
+        first is not None and first.low <= first.mean + 1e-12 and first.mean <= first.high + 1e-12
+    )
 
 
 def test_bootstrap_interval_narrows_with_more_tasks() -> None:

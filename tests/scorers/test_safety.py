@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import pytest
-from trace_helpers import FINISHED, make_task, tool_call, tools_list
 
 from scorers import GateConstants, RunFacts, check_call, gate_value, score_safety
 from scorers.safety import Violation, is_destructive
 from scorers.spec import SafetySpec
+
+from .trace_helpers import FINISHED, make_task, tool_call, tools_list
 
 
 def v(severity: str) -> Violation:

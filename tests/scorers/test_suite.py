@@ -67,7 +67,9 @@ def test_duplicate_task_ids() -> None:
 
 
 def test_every_problem_is_reported() -> None:
-    text = GOOD.replace('id = "b"', 'id = "b"\ncolour = 1').replace('regex = "notes"', 'regex = "("')
+    text = GOOD.replace('id = "b"', 'id = "b"\ncolour = 1').replace(
+        'regex = "notes"', 'regex = "("'
+    )
     assert len(error_of(text).issues) == 2
 
 
