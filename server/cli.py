@@ -8,6 +8,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from server.lifecycle import RunError
 from server.settings import ConfigError, load_settings
 
 # Modules that add subcommands: each has `register(subparsers)`.
@@ -87,6 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
     except ConfigError as exc:
+        print(f"tracecard: {exc}", file=sys.stderr)
+        return 2
+    except RunError as exc:
         print(f"tracecard: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,0 +1,175 @@
+"""`tracecard suite check`, `score`, `compare`, `export`, `gate`: work on the database directly,
+so they need no running server (scorers are pure; rescoring never touches the tools)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from scorers import (
+    SuiteError,
+    gate,
+    load_suite,
+    suite_version,
+    to_csv,
+    to_json,
+    to_junit,
+    to_markdown,
+)
+from server.evaluation import compare, experiment_runs, rescore, scorecard_for
+from server.lifecycle import RunError
+from server.settings import load_settings
+from traces.store import Store
+
+WRITERS: dict[str, object] = {"json": to_json, "csv": to_csv, "md": to_markdown, "xml": to_junit}
+
+
+def _store(args: argparse.Namespace) -> Store:
+    settings = load_settings(getattr(args, "config", None), db=getattr(args, "db", None))
+    store = Store(settings.db)
+    store.create_schema()
+    return store
+
+
+def _suite_check(args: argparse.Namespace) -> int:
+    failed = 0
+    for path in args.files:
+        try:
+            suite = load_suite(path)
+        except SuiteError as exc:
+            print(str(exc), file=sys.stderr)
+            failed += 1
+            continue
+        print(
+            f"{path}: ok — suite {suite.name!r}, {len(suite.tasks)} task(s), "
+            f"version {suite_version(suite)[:12]}"
+        )
+    return 1 if failed else 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    store = _store(args)
+    _experiment, runs = experiment_runs(store, args.experiment)
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("rescoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=args.quiet,
+    ) as progress:
+        bar = progress.add_task("runs", total=len(runs))
+        results = rescore(store, runs, progress=lambda done: progress.update(bar, completed=done))
+    print(f"rescored {len(results)} of {len(runs)} run(s) of experiment {args.experiment}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    result = compare(_store(args), args.a, args.b, args.component)
+    table = Table(title=f"{args.component}: B={args.b} vs A={args.a}")
+    for column in ("task", "A", "B", "B - A", "class"):
+        table.add_column(column)
+    order = {"regressed": 0, "improved": 1, "missing": 2, "both_fail": 3, "both_pass": 4}
+    for row in sorted(result.tasks, key=lambda t: (order[t.cls], t.task_id)):
+        table.add_row(row.task_id, _num(row.a), _num(row.b), _num(row.difference), row.cls)
+    Console().print(table)
+    interval = result.interval
+    span = (
+        f" mean {interval.mean:+.3f} [{interval.low:+.3f}, {interval.high:+.3f}]"
+        if interval
+        else ""
+    )
+    print(f"verdict: {result.verdict}{span} — {result.reason}")
+    return 0
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _export(args: argparse.Namespace) -> int:
+    card = scorecard_for(_store(args), args.experiment)
+    output: str | bytes = WRITERS[args.format](card)  # type: ignore[operator]
+    text = output.decode() if isinstance(output, bytes) else output
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def _parse_thresholds(pairs: list[str]) -> dict[str, float]:
+    thresholds: dict[str, float] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise RunError(f"--min takes COMPONENT=VALUE, e.g. outcome=0.8, not {pair!r}")
+        thresholds[name] = float(value)
+    return thresholds
+
+
+def _gate(args: argparse.Namespace) -> int:
+    card = scorecard_for(_store(args), args.experiment)
+    result = gate(card, _parse_thresholds(args.min))
+    for line in result.failures:
+        print(f"FAIL {line}")
+    print("gate passed" if result.passed else "gate failed")
+    return 0 if result.passed else 1
+
+
+def _with_db(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="tracecard.toml (for its database URL)")
+    parser.add_argument(
+        "--db", help="database URL or SQLite file (default .tracecard/tracecard.db)"
+    )
+
+
+def register(sub: Any) -> None:
+    """Add the suite and scorecard subcommands."""
+    suite = sub.add_parser("suite", help="suite files: check")
+    suite_sub = suite.add_subparsers(dest="suite_command", metavar="SUITE_COMMAND")
+    check = suite_sub.add_parser("check", help="validate suite files (TOML or JSON)")
+    check.add_argument("files", nargs="+", help="suite files")
+    check.set_defaults(handler=_suite_check)
+
+    score = sub.add_parser("score", help="rescore an experiment's stored traces")
+    score.add_argument("--experiment", required=True, help="experiment id")
+    score.add_argument("--quiet", action="store_true", help="no progress bar")
+    _with_db(score)
+    score.set_defaults(handler=_score)
+
+    comparison = sub.add_parser("compare", help="paired comparison of two experiments")
+    comparison.add_argument("a", help="experiment id A (the baseline)")
+    comparison.add_argument("b", help="experiment id B (the candidate)")
+    comparison.add_argument("--component", default="outcome", help="component (default outcome)")
+    _with_db(comparison)
+    comparison.set_defaults(handler=_compare)
+
+    export = sub.add_parser("export", help="write an experiment's scorecard")
+    export.add_argument("--experiment", required=True, help="experiment id")
+    export.add_argument("--format", choices=sorted(WRITERS), default="md", help="default md")
+    export.add_argument("--output", "-o", help="file to write (default stdout)")
+    _with_db(export)
+    export.set_defaults(handler=_export)
+
+    gate_parser = sub.add_parser(
+        "gate", help="exit non-zero when a component's mean is below its threshold"
+    )
+    gate_parser.add_argument("--experiment", required=True, help="experiment id")
+    gate_parser.add_argument(
+        "--min",
+        action="append",
+        default=[],
+        metavar="COMPONENT=VALUE",
+        help="threshold on a component's mean, e.g. --min outcome=0.8 (repeatable)",
+    )
+    _with_db(gate_parser)
+    gate_parser.set_defaults(handler=_gate)
