@@ -1,0 +1,17 @@
+"""The running app: the Litestar app factory, settings, the recording proxy, the JSON API,
+run orchestration and the `tracecard` command line. Nothing imports `server` but entry points."""
+
+__all__ = ["create_app", "load_settings", "Settings"]
+
+
+def __getattr__(name: str) -> object:
+    # Lazy: importing `server.settings` must not pull in Litestar and the whole app.
+    if name == "create_app":
+        from server.app import create_app
+
+        return create_app
+    if name in ("load_settings", "Settings"):
+        from server import settings
+
+        return getattr(settings, name)
+    raise AttributeError(name)
