@@ -1,0 +1,353 @@
+"""The viewer's queries: filtered, keyset-paginated runs; experiments; scores; verdicts.
+
+Runs are paged on (created_at, id), newest first, so that page N costs what page 1 costs on
+100,000 runs. Filters on spans and scores are EXISTS subqueries served by the indexes named for
+them in `traces.models` (`ix_spans_tool`, `ix_spans_error`, `ix_scores_component_passed_run`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import String, and_, cast, exists, false, func, or_, select
+from sqlalchemy.sql.elements import ColumnElement
+
+from traces.models import ExperimentRow, RunRow, ScoreRow, SpanRow, SuiteRow, VerdictRow
+from traces.store import Store
+
+__all__ = [
+    "Agreement",
+    "FilterChoices",
+    "RunFilter",
+    "RunPage",
+    "add_verdict",
+    "agreement_rates",
+    "decode_cursor",
+    "encode_cursor",
+    "experiment_counts",
+    "experiment_runs",
+    "filter_choices",
+    "get_experiment",
+    "get_suite",
+    "list_experiments",
+    "list_runs",
+    "runs_by_id",
+    "scores_for_runs",
+    "verdicts_for_runs",
+]
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """What the runs list is narrowed to; every field is optional and they combine with AND."""
+
+    status: str | None = None
+    failed_component: str | None = None
+    task_id: str | None = None
+    config_name: str | None = None
+    tool_name: str | None = None
+    error_type: str | None = None
+    flag: str | None = None
+    experiment_id: str | None = None
+
+    def active(self) -> dict[str, str]:
+        """The filters that are set, by field name (what goes into a shareable URL)."""
+        return {k: v for k, v in self.__dict__.items() if v}
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """One page of runs and the cursor of the next page (None on the last page)."""
+
+    runs: list[RunRow]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How often people agreed with one scorer: `agree` of `n` verdicts."""
+
+    scorer: str
+    n: int
+    agree: int
+
+    @property
+    def rate(self) -> float:
+        """Share of verdicts that agree with the scorer."""
+        return self.agree / self.n if self.n else 0.0
+
+
+@dataclass
+class FilterChoices:
+    """Values seen in the store, offered as suggestions by the runs filters."""
+
+    tasks: list[str] = field(default_factory=list)
+    configs: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+    error_types: list[str] = field(default_factory=list)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def encode_cursor(run: RunRow) -> str:
+    """An opaque, URL-safe cursor that points just after `run` in newest-first order."""
+    raw = f"{_utc(run.created_at).isoformat()}|{run.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str] | None:
+    """The (created_at, id) of a cursor, or None when it is not one of ours."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        moment, run_id = raw.split("|", 1)
+        return _utc(datetime.fromisoformat(moment)), run_id
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def _conditions(run_filter: RunFilter) -> list[ColumnElement[bool]]:
+    runs: Any = RunRow
+    spans: Any = SpanRow
+    scores: Any = ScoreRow
+    where: list[ColumnElement[bool]] = []
+    if run_filter.status:
+        where.append(runs.status == run_filter.status)
+    if run_filter.task_id:
+        where.append(runs.task_id == run_filter.task_id)
+    if run_filter.config_name:
+        where.append(runs.config_name == run_filter.config_name)
+    if run_filter.experiment_id:
+        where.append(runs.experiment_id == run_filter.experiment_id)
+    if run_filter.failed_component:
+        where.append(
+            exists().where(
+                scores.component == run_filter.failed_component,
+                scores.passed == false(),
+                scores.run_id == runs.id,
+            )
+        )
+    if run_filter.tool_name:
+        where.append(
+            exists().where(spans.tool_name == run_filter.tool_name, spans.run_id == runs.id)
+        )
+    if run_filter.error_type:
+        where.append(
+            exists().where(spans.error_type == run_filter.error_type, spans.run_id == runs.id)
+        )
+    if run_filter.flag:
+        # Flags are a short JSON list of names; their JSON text contains the quoted name.
+        where.append(cast(runs.flags, String).like(f'%"{run_filter.flag}"%'))
+    return where
+
+
+def list_runs(
+    store: Store,
+    run_filter: RunFilter | None = None,
+    *,
+    cursor: str | None = None,
+    limit: int = DEFAULT_PAGE_SIZE,
+) -> RunPage:
+    """Runs matching `run_filter`, newest first, `limit` per page, after `cursor`."""
+    runs: Any = RunRow
+    limit = max(1, min(limit, MAX_PAGE_SIZE))
+    where = _conditions(run_filter or RunFilter())
+    position = decode_cursor(cursor) if cursor else None
+    if position is not None:
+        created, run_id = position
+        where.append(
+            or_(runs.created_at < created, and_(runs.created_at == created, runs.id < run_id))
+        )
+    query = (
+        select(RunRow)
+        .where(*where)
+        .order_by(runs.created_at.desc(), runs.id.desc())
+        .limit(limit + 1)
+    )
+    with store.session() as session:
+        rows = list(session.scalars(query))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return RunPage(runs=rows, next_cursor=encode_cursor(rows[-1]) if more and rows else None)
+
+
+def runs_by_id(store: Store, run_ids: Sequence[str]) -> list[RunRow]:
+    """The runs with these ids, in the order asked (unknown ids are left out)."""
+    if not run_ids:
+        return []
+    runs: Any = RunRow
+    with store.session() as session:
+        found = {r.id: r for r in session.scalars(select(RunRow).where(runs.id.in_(run_ids)))}
+    return [found[i] for i in run_ids if i in found]
+
+
+def scores_for_runs(store: Store, run_ids: Iterable[str]) -> dict[str, list[ScoreRow]]:
+    """Every score of these runs, by run id."""
+    ids = list(dict.fromkeys(run_ids))
+    by_run: dict[str, list[ScoreRow]] = defaultdict(list)
+    if not ids:
+        return by_run
+    scores: Any = ScoreRow
+    with store.session() as session:
+        for start in range(0, len(ids), 500):
+            query = select(ScoreRow).where(scores.run_id.in_(ids[start : start + 500]))
+            for row in session.scalars(query):
+                by_run[row.run_id].append(row)
+    return by_run
+
+
+def verdicts_for_runs(store: Store, run_ids: Iterable[str]) -> dict[str, list[VerdictRow]]:
+    """Every verdict on these runs, oldest first, by run id."""
+    ids = list(dict.fromkeys(run_ids))
+    by_run: dict[str, list[VerdictRow]] = defaultdict(list)
+    if not ids:
+        return by_run
+    verdicts: Any = VerdictRow
+    with store.session() as session:
+        for start in range(0, len(ids), 500):
+            query = (
+                select(VerdictRow)
+                .where(verdicts.run_id.in_(ids[start : start + 500]))
+                .order_by(verdicts.created_at, verdicts.id)
+            )
+            for row in session.scalars(query):
+                by_run[row.run_id].append(row)
+    return by_run
+
+
+def add_verdict(
+    store: Store,
+    run_id: str,
+    component: str,
+    agree: bool,
+    note: str | None = None,
+    author: str | None = None,
+) -> VerdictRow:
+    """Store a person's verdict on one component of a run (the viewer and the API call this)."""
+    if store.get_run(run_id) is None:
+        raise KeyError(f"no run with id {run_id!r}")
+    verdict = VerdictRow(
+        run_id=run_id,
+        component=component,
+        agree=agree,
+        note=(note or None),
+        author=(author or None),
+    )
+    with store.writing() as session:
+        session.add(verdict)
+    return verdict
+
+
+def agreement_rates(store: Store, experiment_id: str | None = None) -> list[Agreement]:
+    """Per scorer, the share of verdicts that agree, over one experiment or over everything."""
+    verdicts: Any = VerdictRow
+    scores: Any = ScoreRow
+    runs: Any = RunRow
+    query = (
+        select(scores.scorer, verdicts.agree, func.count())
+        .select_from(VerdictRow)
+        .join(
+            ScoreRow,
+            and_(scores.run_id == verdicts.run_id, scores.component == verdicts.component),
+        )
+        .group_by(scores.scorer, verdicts.agree)
+    )
+    if experiment_id is not None:
+        query = query.join(RunRow, runs.id == verdicts.run_id).where(
+            runs.experiment_id == experiment_id
+        )
+    tally: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    with store.session() as session:
+        for scorer, agree, count in session.execute(query):
+            tally[str(scorer)][0] += int(count)
+            if agree:
+                tally[str(scorer)][1] += int(count)
+    return [Agreement(scorer=s, n=n, agree=a) for s, (n, a) in sorted(tally.items())]
+
+
+def list_experiments(store: Store, limit: int = 200) -> list[ExperimentRow]:
+    """The most recent experiments first."""
+    experiments: Any = ExperimentRow
+    query = select(ExperimentRow).order_by(experiments.created_at.desc()).limit(limit)
+    with store.session() as session:
+        return list(session.scalars(query))
+
+
+def get_experiment(store: Store, experiment_id: str) -> ExperimentRow | None:
+    """One experiment by id."""
+    with store.session() as session:
+        return session.get(ExperimentRow, experiment_id)
+
+
+def get_suite(store: Store, version: str) -> SuiteRow | None:
+    """One stored suite document by its version (content hash)."""
+    with store.session() as session:
+        return session.get(SuiteRow, version)
+
+
+def experiment_runs(
+    store: Store, experiment_id: str, task_id: str | None = None
+) -> list[RunRow]:
+    """The runs of an experiment (optionally of one task), by task and trial."""
+    runs: Any = RunRow
+    query = select(RunRow).where(runs.experiment_id == experiment_id)
+    if task_id is not None:
+        query = query.where(runs.task_id == task_id)
+    query = query.order_by(runs.task_id, runs.trial, runs.id)
+    with store.session() as session:
+        return list(session.scalars(query))
+
+
+def filter_choices(store: Store, limit: int = 200) -> FilterChoices:
+    """Distinct tasks, configs, tools and error types, for the filters' suggestions."""
+    runs: Any = RunRow
+    spans: Any = SpanRow
+
+    def distinct(column: Any) -> list[str]:
+        query = select(column).where(column.is_not(None)).distinct().order_by(column).limit(limit)
+        return [str(v) for v in session.scalars(query)]
+
+    with store.session() as session:
+        return FilterChoices(
+            tasks=distinct(runs.task_id),
+            configs=distinct(runs.config_name),
+            tools=distinct(spans.tool_name),
+            error_types=distinct(spans.error_type),
+        )
+
+
+def experiment_counts(store: Store, experiment_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """Per experiment: (runs, runs whose outcome failed)."""
+    if not experiment_ids:
+        return {}
+    runs: Any = RunRow
+    scores: Any = ScoreRow
+    failed = (
+        select(scores.run_id)
+        .where(scores.component == "outcome", scores.passed == false())
+        .scalar_subquery()
+    )
+    total = (
+        select(runs.experiment_id, func.count())
+        .where(runs.experiment_id.in_(experiment_ids))
+        .group_by(runs.experiment_id)
+    )
+    failing = (
+        select(runs.experiment_id, func.count())
+        .where(runs.experiment_id.in_(experiment_ids), runs.id.in_(failed))
+        .group_by(runs.experiment_id)
+    )
+    with store.session() as session:
+        counts = {str(e): int(n) for e, n in session.execute(total)}
+        fails = {str(e): int(n) for e, n in session.execute(failing)}
+    return {e: (counts.get(e, 0), fails.get(e, 0)) for e in experiment_ids}

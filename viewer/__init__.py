@@ -1,0 +1,58 @@
+"""The web viewer: server-rendered pages with htmx partials.
+
+Pages: experiments and their scorecards, runs with filters, a run's trace, trials of a task side
+by side, and one experiment against another. Every response carries a strict CSP; tool payloads
+are escaped and collapsed. The viewer never imports `server`: handlers read `state.runtime`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from litestar import Router
+from litestar.exceptions import HTTPException
+from litestar.types import ControllerRouterHandler
+
+from viewer.align import Alignment, align_calls
+from viewer.assets import CSP, SECURITY_HEADERS, htmx_path, htmx_script, stylesheet
+from viewer.pages.compare import ComparePages
+from viewer.pages.experiments import ExperimentPages
+from viewer.pages.runs import RunPages
+from viewer.pages.trace import TracePages
+from viewer.rendering import viewer_error
+from viewer.trace_view import TraceView, build_trace
+
+__all__ = [
+    "CSP",
+    "SECURITY_HEADERS",
+    "Alignment",
+    "TraceView",
+    "align_calls",
+    "build_trace",
+    "feature",
+    "htmx_path",
+    "viewer_router",
+]
+
+
+def viewer_router() -> Router:
+    """Every viewer page and asset under one router, whose errors render as pages."""
+    return Router(
+        path="/",
+        route_handlers=[
+            ExperimentPages,
+            RunPages,
+            TracePages,
+            ComparePages,
+            htmx_script,
+            stylesheet,
+        ],
+        exception_handlers={HTTPException: viewer_error, Exception: viewer_error},
+        include_in_schema=False,
+    )
+
+
+def feature() -> tuple[Sequence[ControllerRouterHandler], Any]:
+    """What the app factory wires in: the viewer's router; it needs no runtime set-up."""
+    return [viewer_router()], None

@@ -1,0 +1,157 @@
+"""N trials of one task side by side: tool calls aligned, first divergence, argument diffs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from traces import semconv as sc
+from traces.models import RunRow, ScoreRow
+from viewer.align import CallKey, align_calls, canonical_arguments
+from viewer.payloads import parse_json_text, payload
+from viewer.trace_view import span_error
+
+COMPONENT_ORDER = ("invocation", "completion", "outcome", "safety", "efficiency", "composite")
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One argument of a call, and whether it differs from the row's most common call."""
+
+    name: str
+    text: str
+    differs: bool
+
+
+@dataclass
+class Call:
+    """One agent tool call of one trial."""
+
+    span_id: str
+    tool: str
+    arguments: Any
+    key: CallKey
+    error: str | None
+    result_preview: str
+    duration_ns: int | None
+    shown: list[Argument] = field(default_factory=list)
+    tool_differs: bool = False
+
+
+@dataclass
+class AlignedRow:
+    """One aligned step: each trial's call or None (the trial made no such call)."""
+
+    cells: list[Call | None]
+    diverges: bool
+
+
+@dataclass
+class TrialColumn:
+    """A trial: its run, scores in component order, and its calls."""
+
+    run: RunRow
+    scores: list[ScoreRow]
+    calls: list[Call]
+
+
+@dataclass
+class RunsComparison:
+    """What the compare-runs page draws."""
+
+    columns: list[TrialColumn]
+    rows: list[AlignedRow]
+    first_divergence: int | None
+    components: list[str]
+
+
+def agent_calls(spans: Sequence[dict[str, Any]]) -> list[Call]:
+    """The agent's tool calls (verifier probes left out) in start-time order."""
+    calls = []
+    for span in spans:
+        attributes = span.get("attributes") or {}
+        tool = attributes.get(sc.GEN_AI_TOOL_NAME)
+        if tool is None or attributes.get(sc.ROLE) == sc.ROLE_VERIFIER:
+            continue
+        arguments = parse_json_text(attributes.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
+        result = attributes.get(sc.GEN_AI_TOOL_CALL_RESULT)
+        end = span.get("end_time_unix_nano")
+        start = int(span.get("start_time_unix_nano") or 0)
+        calls.append(
+            Call(
+                span_id=span["span_id"],
+                tool=str(tool),
+                arguments=arguments,
+                key=(str(tool), canonical_arguments(arguments)),
+                error=span_error(span),
+                result_preview=payload("result", result).preview if result is not None else "",
+                duration_ns=None if end is None else max(0, int(end) - start),
+            )
+        )
+    return calls
+
+
+def _mark_differences(call: Call, consensus: Call) -> None:
+    call.tool_differs = call.tool != consensus.tool
+    mine, theirs = call.arguments, consensus.arguments
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        call.shown = [
+            Argument(
+                name=str(name),
+                text=canonical_arguments(value),
+                differs=name not in theirs
+                or canonical_arguments(theirs[name]) != canonical_arguments(value),
+            )
+            for name, value in mine.items()
+        ] + [
+            Argument(name=str(name), text="(absent)", differs=True)
+            for name in theirs
+            if name not in mine
+        ]
+    else:
+        call.shown = [Argument("arguments", canonical_arguments(mine), call.key != consensus.key)]
+
+
+def compare_runs(
+    runs: Sequence[RunRow],
+    spans_by_run: dict[str, list[dict[str, Any]]],
+    scores_by_run: dict[str, list[ScoreRow]],
+) -> RunsComparison:
+    """Align the runs' tool calls and mark where, and in which arguments, trials differ."""
+    rank = {c: i for i, c in enumerate(COMPONENT_ORDER)}
+    columns = [
+        TrialColumn(
+            run=run,
+            scores=sorted(
+                scores_by_run.get(run.id, []),
+                key=lambda s: (rank.get(s.component, 99), s.component),
+            ),
+            calls=agent_calls(spans_by_run.get(run.id, [])),
+        )
+        for run in runs
+    ]
+    alignment = align_calls([[c.key for c in col.calls] for col in columns])
+    rows = []
+    for indices in alignment.rows:
+        cells = [
+            None if index is None else columns[t].calls[index] for t, index in enumerate(indices)
+        ]
+        present = [c for c in cells if c is not None]
+        counts = Counter(c.key for c in present)
+        top = max(counts.values())
+        consensus = next(c for c in present if counts[c.key] == top)
+        for cell in present:
+            _mark_differences(cell, consensus)
+        keys = {c.key if c else None for c in cells}
+        rows.append(AlignedRow(cells=cells, diverges=len(keys) > 1))
+    components = sorted(
+        {s.component for col in columns for s in col.scores}, key=lambda c: (rank.get(c, 99), c)
+    )
+    return RunsComparison(
+        columns=columns,
+        rows=rows,
+        first_divergence=alignment.first_divergence,
+        components=components,
+    )

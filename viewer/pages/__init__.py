@@ -1,0 +1,1 @@
+"""Page controllers: thin handlers that call one view builder and render one template."""

@@ -1,0 +1,96 @@
+"""Comparisons: trials of one task side by side, and one experiment against another."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from litestar import Controller, Response, get
+from litestar.datastructures import State
+from litestar.exceptions import NotFoundException, ValidationException
+from litestar.params import Parameter
+
+from scorers.compare import ComparisonError
+from traces import queries
+from traces.store import Store
+from viewer.compare_runs import COMPONENT_ORDER, compare_runs
+from viewer.rendering import page_response, render_html
+from viewer.runtime import in_thread, runtime_of
+from viewer.scorecards import compare, experiment_card
+
+MAX_TRIALS: Final = 12
+RUN_IDS: Final = Parameter(query="run", default=None)
+
+
+def _compare_runs_html(
+    store: Store, run_ids: list[str], experiment: str | None, task: str | None
+) -> str:
+    if experiment and task:
+        runs = queries.experiment_runs(store, experiment, task)
+    else:
+        runs = queries.runs_by_id(store, run_ids)
+    if not runs:
+        raise NotFoundException("no runs to compare: give ?experiment=ID&task=ID or ?run=ID&run=ID")
+    runs = runs[:MAX_TRIALS]
+    spans = {run.id: store.spans_for_run(run.id) for run in runs}
+    scores = queries.scores_for_runs(store, [r.id for r in runs])
+    view = compare_runs(runs, spans, scores)
+    return render_html("compare_runs.html", view=view, experiment=experiment, task=task)
+
+
+def _compare_experiments_html(store: Store, a: str | None, b: str | None, component: str) -> str:
+    experiments = queries.list_experiments(store)
+    context: dict[str, object] = {
+        "experiments": experiments,
+        "a": a,
+        "b": b,
+        "component": component,
+        "components": COMPONENT_ORDER,
+        "comparison": None,
+        "problem": None,
+    }
+    if a and b:
+        side_a, side_b = queries.get_experiment(store, a), queries.get_experiment(store, b)
+        if side_a is None or side_b is None:
+            missing = a if side_a is None else b
+            raise NotFoundException(f"no experiment with id {missing!r}")
+        card_a, card_b = experiment_card(store, side_a), experiment_card(store, side_b)
+        context.update(side_a=side_a, side_b=side_b)
+        try:
+            context["comparison"] = compare(card_a, card_b, component)
+        except ComparisonError as exc:
+            context["problem"] = str(exc)
+    return render_html("compare_experiments.html", **context)
+
+
+class ComparePages(Controller):
+    """`/compare/runs` and `/compare/experiments`."""
+
+    path = "/compare"
+    include_in_schema = False
+
+    @get("/runs")
+    async def runs(
+        self,
+        state: State,
+        run: list[str] | None = RUN_IDS,
+        experiment: str | None = None,
+        task: str | None = None,
+    ) -> Response[str]:
+        """Trials side by side, calls aligned, the first divergence marked."""
+        store = runtime_of(state).store
+        body = await in_thread(_compare_runs_html, store, run or [], experiment, task)
+        return page_response(body)
+
+    @get("/experiments")
+    async def experiments(
+        self,
+        state: State,
+        a: str | None = None,
+        b: str | None = None,
+        component: str = "outcome",
+    ) -> Response[str]:
+        """B against A: paired per-task classes, regressions first, the verdict and interval."""
+        if component not in COMPONENT_ORDER:
+            raise ValidationException(f"component must be one of {', '.join(COMPONENT_ORDER)}")
+        store = runtime_of(state).store
+        return page_response(await in_thread(_compare_experiments_html, store, a, b, component))

@@ -1,0 +1,176 @@
+"""A run's trace: the waterfall, call details on demand, evidence, verdicts, live updates."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from litestar import Controller, Request, Response, get, post
+from litestar.datastructures import State
+from litestar.exceptions import NotFoundException, PermissionDeniedException, ValidationException
+from litestar.response import Redirect
+
+from traces import queries
+from traces import semconv as sc
+from traces.models import RunRow, ScoreRow
+from traces.store import Store
+from viewer.compare_runs import COMPONENT_ORDER
+from viewer.pages.runs import LIVE_STATUSES
+from viewer.payloads import payload
+from viewer.rendering import html_response, page_response, render_html
+from viewer.runtime import in_thread, runtime_of
+from viewer.trace_view import build_trace, span_error, span_evidence
+
+# Shown first in a call's detail, in this order; every other attribute follows in a table.
+CALL_PAYLOADS: Final = (
+    (sc.GEN_AI_TOOL_CALL_ARGUMENTS, "arguments"),
+    (sc.RPC_PARAMS, "params"),
+    (sc.GEN_AI_TOOL_CALL_RESULT, "result"),
+    (sc.RPC_RESULT, "result"),
+    (sc.REQUEST_BODY, "request body"),
+    (sc.RESPONSE_BODY, "response body"),
+    (sc.PROBE_VALUE, "probe observed"),
+)
+MAX_NOTE: Final = 4000
+
+
+def _run(store: Store, run_id: str) -> RunRow:
+    run = store.get_run(run_id)
+    if run is None:
+        raise NotFoundException(f"no run with id {run_id!r}")
+    return run
+
+
+def _trace_context(store: Store, run_id: str) -> dict[str, Any]:
+    run = _run(store, run_id)
+    spans = store.spans_for_run(run_id)
+    rank = {c: i for i, c in enumerate(COMPONENT_ORDER)}
+    scores = sorted(
+        queries.scores_for_runs(store, [run_id]).get(run_id, []),
+        key=lambda s: (rank.get(s.component, len(rank)), s.component),
+    )
+    verdicts = queries.verdicts_for_runs(store, [run_id]).get(run_id, [])
+    agreement = queries.agreement_rates(store, run.experiment_id)
+    return {
+        "run": run,
+        "trace": build_trace(spans, scores),
+        "scores": scores,
+        "verdicts": verdicts,
+        "agreement": agreement,
+        "live": run.status in LIVE_STATUSES,
+        "components": [s.component for s in scores] or ["outcome"],
+    }
+
+
+def _trace_html(store: Store, run_id: str, template: str) -> str:
+    return render_html(template, **_trace_context(store, run_id))
+
+
+def _span(store: Store, run_id: str, span_id: str) -> dict[str, Any]:
+    span = store.span(span_id)
+    if span is None:
+        raise NotFoundException(f"no span {span_id!r} in run {run_id!r}")
+    run = _run(store, run_id)
+    if span.get("run_id") != run_id and span.get("trace_id") != run.trace_id:
+        raise NotFoundException(f"no span {span_id!r} in run {run_id!r}")
+    return span
+
+
+def _detail_html(store: Store, run_id: str, span_id: str) -> str:
+    span = _span(store, run_id, span_id)
+    attributes: dict[str, Any] = dict(span.get("attributes") or {})
+    payloads = []
+    for key, label in CALL_PAYLOADS:
+        if key in attributes:
+            shown = payload(key, attributes.pop(key))
+            payloads.append((label, shown))
+    rest = [
+        (key, payload(key, value, collapse_above=1024)) for key, value in sorted(attributes.items())
+    ]
+    scores: list[ScoreRow] = queries.scores_for_runs(store, [run_id]).get(run_id, [])
+    return render_html(
+        "_span_detail.html",
+        run_id=run_id,
+        span=span,
+        error=span_error(span),
+        method=attributes.get(sc.MCP_METHOD_NAME),
+        tool=attributes.get(sc.GEN_AI_TOOL_NAME),
+        payloads=payloads,
+        attributes=rest,
+        events=[payload("event", e, collapse_above=1024) for e in span.get("events") or []],
+        evidence=span_evidence(span_id, scores),
+    )
+
+
+def _payload_text(store: Store, run_id: str, span_id: str, key: str) -> str:
+    span = _span(store, run_id, span_id)
+    attributes = span.get("attributes") or {}
+    if key not in attributes:
+        raise NotFoundException(f"span {span_id!r} has no attribute {key!r}")
+    return render_html("_payload_text.html", text=payload(key, attributes[key]).text)
+
+
+def _same_origin(request: Request) -> bool:  # type: ignore[type-arg]
+    """A browser form post from another site carries its Origin: refuse it (CSRF)."""
+    origin = request.headers.get("origin")
+    if not origin or origin == "null":
+        return origin is None
+    return urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+def _record_verdict(store: Store, run_id: str, form: dict[str, str]) -> str:
+    component = form.get("component", "").strip()
+    if not component or len(component) > 32:
+        raise ValidationException("choose the component the verdict is about")
+    if form.get("agree") not in ("yes", "no"):
+        raise ValidationException("say whether you agree with the evaluator (yes or no)")
+    note = form.get("note", "").strip()[:MAX_NOTE]
+    author = form.get("author", "").strip()[:200]
+    _run(store, run_id)
+    queries.add_verdict(store, run_id, component, form["agree"] == "yes", note, author)
+    return _trace_html(store, run_id, "_verdicts.html")
+
+
+class TracePages(Controller):
+    """`/runs/{run_id}` and its fragments."""
+
+    path = "/runs/{run_id:str}"
+    include_in_schema = False
+
+    @get("/")
+    async def trace(self, state: State, run_id: str) -> Response[str]:
+        """The span waterfall, the scores with their evidence, and the verdict form."""
+        runtime = runtime_of(state)
+        body = await in_thread(_trace_html, runtime.store, run_id, "trace.html")
+        return page_response(body)
+
+    @get("/live")
+    async def live(self, state: State, run_id: str) -> Response[str]:
+        """The trace body, polled every 2 s while the run is in progress."""
+        store = runtime_of(state).store
+        return html_response(await in_thread(_trace_html, store, run_id, "_trace_body.html"))
+
+    @get("/spans/{span_id:str}")
+    async def span_detail(self, state: State, run_id: str, span_id: str) -> Response[str]:
+        """One call's method, tool, arguments, result, error, attributes and cited evidence."""
+        store = runtime_of(state).store
+        return html_response(await in_thread(_detail_html, store, run_id, span_id))
+
+    @get("/spans/{span_id:str}/payload")
+    async def payload_text(
+        self, state: State, run_id: str, span_id: str, key: str
+    ) -> Response[str]:
+        """A large attribute in full, fetched when its collapsed block is opened."""
+        store = runtime_of(state).store
+        return html_response(await in_thread(_payload_text, store, run_id, span_id, key))
+
+    @post("/verdicts", status_code=200)
+    async def verdict(self, state: State, request: Request, run_id: str) -> Response[Any]:  # type: ignore[type-arg]
+        """Record a person's verdict; htmx gets the verdicts and agreement back in place."""
+        if not _same_origin(request):
+            raise PermissionDeniedException("verdicts are accepted from tracecard's own pages")
+        form = {k: str(v) for k, v in (await request.form()).items()}
+        body = await in_thread(_record_verdict, runtime_of(state).store, run_id, form)
+        if request.headers.get("hx-request") == "true":
+            return html_response(body)
+        return Redirect(f"/runs/{run_id}#verdicts", status_code=303)
