@@ -136,8 +136,11 @@ def _num(value: float | None) -> str:
 
 def _task_cell(task: TaskCard, component: str) -> str:
     stats = task.component(component)
-    if stats is None or stats.evaluated == 0:
-        return "not evaluated" if stats is not None else "–"
+    if stats is None:
+        return "–"
+    if stats.evaluated == 0:
+        # Pass-less components (composite) still have a value; null values are "not evaluated".
+        return "not evaluated" if stats.mean_value is None else f"{stats.mean_value:.2f}"
     cell = f"{stats.passes}/{stats.evaluated}"
     if stats.mean_value is not None:
         cell += f" ({stats.mean_value:.2f})"
@@ -208,14 +211,16 @@ def to_junit(scorecard: Scorecard) -> str:
             for c in task.components
             if c.evaluated and c.passes < c.evaluated
         ]
-        unevaluated = [c.component for c in task.components if c.n and not c.evaluated]
+        unevaluated = [
+            c.component for c in task.components if not c.evaluated and c.mean_value is None
+        ]
         if failed:
             failures += 1
             failure = ET.SubElement(
                 case, "failure", message=_xml("failed: " + ", ".join(failed)), type="scorecard"
             )
             failure.text = _xml("\n".join(failed))
-        elif not task.runs or not any(c.evaluated for c in task.components):
+        elif not any(c.evaluated for c in task.components):
             skipped += 1
             ET.SubElement(case, "skipped", message="no evaluated runs")
         if unevaluated:

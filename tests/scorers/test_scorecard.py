@@ -176,3 +176,19 @@ def test_gate_thresholds(card: Scorecard) -> None:
         "outcome: mean 0.833 < 0.9",
         "completion: not evaluated (threshold 0.1)",
     ]
+
+
+def test_composite_values_show_without_pass_counts() -> None:
+    runs = [run("read-notes", 0, True)]
+    runs[0]["components"].append(cs("composite", None, 0.4))
+    card = build_scorecard(SUITE, {"id": "e", "config": {}}, runs, resamples=10)
+    assert "| read-notes | 1/1 (1.00) | 1/1 (1.00) | 0.40 |" in to_markdown(card)
+    case = ET.fromstring(to_junit(card)).find("testsuite/testcase")
+    assert case is not None and case.find("system-out") is None
+
+
+def test_null_scores_are_marked_not_evaluated() -> None:
+    card = build_scorecard(SUITE, {"id": "e", "config": {}}, [run("read-notes", 0, None)])
+    assert "| read-notes | not evaluated | 1/1 (1.00) |" in to_markdown(card)
+    case = ET.fromstring(to_junit(card)).find("testsuite/testcase")
+    assert case is not None and case.findtext("system-out") == "not evaluated: outcome"
