@@ -16,12 +16,6 @@ TOKEN_HEADER = b"tracecard-token"
 TOKEN_COOKIE = "tracecard_token"
 OPEN_PATHS = ("/healthz", "/static/", "/login")
 
-# Scripts only from the app itself, no inline script, no framing, no plugins.
-CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
-)
-
 
 def _presented_token(scope: Scope) -> str | None:
     for name, value in scope.get("headers", []):
