@@ -103,6 +103,9 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
 
 
 def asgi_app(settings: Settings, store: Store | None = None) -> Any:
-    """The app as served: wrapped in the API-token guard when a token is configured."""
+    """The app as served: the proxy's prefix router in front of Litestar (no framework work per
+    proxied call), all of it behind the API-token guard when a token is configured."""
+    from server.proxy import ProxyRouter
+
     app = create_app(settings, store)
-    return token_guard(app, settings.api_token)
+    return token_guard(ProxyRouter(app), settings.api_token)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import orjson
 from opentelemetry import trace
@@ -23,6 +23,10 @@ from server.settings import RecordingSettings
 from traces import semconv
 
 REDACTED = "[REDACTED]"
+# Messages the server sends to the client (GET stream, or requests on a POST stream) are marked
+# with this attribute; their spans are kept apart from the agent's own calls by it.
+DIRECTION: Final = "tracecard.mcp.direction"
+SERVER_TO_CLIENT: Final = "server_to_client"
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 # The name's target per method: the attribute of `params` that names what is acted on.
@@ -164,9 +168,16 @@ class Recorder:
         return attributes
 
     def start(
-        self, message: Mapping[str, Any], exchange: Exchange, start_ns: int | None = None
+        self,
+        message: Mapping[str, Any],
+        exchange: Exchange,
+        start_ns: int | None = None,
+        parent: Context | None = None,
     ) -> PendingCall:
-        """Open the span of a request or notification (`message` is one parsed JSON-RPC)."""
+        """Open the span of a request or notification (`message` is one parsed JSON-RPC).
+
+        The parent is `parent` when given, else the agent's `traceparent`, else the run's root.
+        """
         method = str(message.get("method") or "unknown")
         target = message_target(message)
         attributes = self._base_attributes(exchange)
@@ -186,7 +197,8 @@ class Recorder:
             attributes[semconv.RPC_PARAMS], truncated = self.redactor.text(params)
         if truncated:
             attributes[semconv.TRUNCATED] = True
-        parent = traceparent_of(message, exchange.headers) or exchange.run.context
+        if parent is None:
+            parent = traceparent_of(message, exchange.headers) or exchange.run.context
         span = self.tracer.start_span(
             f"{method} {target}" if target else method,
             context=parent,
@@ -242,3 +254,37 @@ class Recorder:
         return self.tracer.start_span(
             name, context=exchange.run.context, kind=SpanKind.CLIENT, attributes=attributes
         )
+
+    def note(self, pending: PendingCall, message: Mapping[str, Any]) -> None:
+        """A server notification about an open call (progress, logging) as an event on its span."""
+        method = str(message.get("method") or "notification")
+        attributes: dict[str, Any] = {semconv.MCP_METHOD_NAME: method}
+        params = message.get("params")
+        if params is not None:
+            attributes[semconv.RPC_PARAMS], truncated = self.redactor.text(params)
+            if truncated:
+                attributes[semconv.TRUNCATED] = True
+        pending.span.add_event(method, attributes)
+
+    def reply(self, message: Mapping[str, Any], exchange: Exchange) -> None:
+        """A JSON-RPC response the agent sent that answers no request tracecard saw."""
+        attributes = self._base_attributes(exchange)
+        attributes[semconv.MCP_METHOD_NAME] = "response"
+        if message.get("id") is not None:
+            attributes[semconv.JSONRPC_REQUEST_ID] = str(message.get("id"))
+        span = self.tracer.start_span(
+            "response", context=exchange.run.context, kind=SpanKind.CLIENT, attributes=attributes
+        )
+        pending = PendingCall(span=span, method="response", request_id=message.get("id"))
+        self.finish(pending, message)
+
+    def annotate(self, pending: PendingCall, annotations: Mapping[str, Any]) -> None:
+        """The tool's annotations (from the upstream's tools/list) on a tools/call span."""
+        pending.span.set_attribute(
+            semconv.TOOL_ANNOTATIONS, orjson.dumps(annotations, default=str).decode()
+        )
+
+    def block(self, pending: PendingCall, rule_id: str, message: str) -> None:
+        """Close the span of a call that enforce mode did not forward."""
+        pending.span.set_attribute(semconv.BLOCKED_RULE, rule_id)
+        self.fail(pending, semconv.ERR_BLOCKED, message)

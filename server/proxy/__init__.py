@@ -1,0 +1,30 @@
+"""The recording proxy: MCP streamable HTTP and plain HTTP tools, mounted in front of Litestar."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from server.proxy.routing import ProxyRouter, match
+from server.proxy.state import ProxyState, build_state
+from server.runtime import Runtime
+
+__all__ = ["ProxyRouter", "ProxyState", "feature", "match", "proxy_lifespan"]
+
+
+@asynccontextmanager
+async def proxy_lifespan(runtime: Runtime) -> AsyncIterator[ProxyState]:
+    """Open the proxy's upstream client for the app's lifetime; close it on shutdown."""
+    state = build_state(runtime)
+    runtime.extensions["proxy"] = state
+    try:
+        yield state
+    finally:
+        runtime.extensions.pop("proxy", None)
+        await state.client.close()
+
+
+def feature() -> tuple[list[Any], Any]:
+    """No Litestar handlers (the router serves the proxy paths); a lifespan for the client."""
+    return [], proxy_lifespan

@@ -1,0 +1,117 @@
+"""The spans of one proxied exchange, and how each message coming back is recorded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
+from server.proxy.state import ProxyState
+from server.recording import DIRECTION, SERVER_TO_CLIENT, Exchange, PendingCall
+from traces import semconv
+
+
+@dataclass(slots=True)
+class Calls:
+    """Open spans of one POST (or of one GET stream, which has none of its own)."""
+
+    exchange: Exchange
+    requests: dict[str, PendingCall] = field(default_factory=dict)  # by JSON-RPC id as text
+    notifications: list[PendingCall] = field(default_factory=list)
+    replies: list[dict[str, Any]] = field(default_factory=list)  # the agent's answers to the server
+    unparsable: Span | None = None
+
+    @property
+    def anchor(self) -> PendingCall | None:
+        """The call that server notifications on this stream belong to (the first request)."""
+        return next(iter(self.requests.values()), None)
+
+
+def traceparent_value(span: Span) -> str:
+    """The W3C `traceparent` naming `span` (formatted here: cheaper than the propagator)."""
+    context = span.get_span_context()
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+def record_message(state: ProxyState, calls: Calls, message: Any) -> None:
+    """Record one JSON-RPC message the upstream sent (a response, a notification, a request)."""
+    if not isinstance(message, dict):
+        return
+    recorder = state.recorder
+    method = message.get("method")
+    if method is None:
+        key = str(message.get("id"))
+        pending = calls.requests.pop(key, None)
+        if pending is None and message.get("id") is None and calls.requests:
+            # an error with id null answers the whole body (e.g. a parse error)
+            pending = calls.requests.pop(next(iter(calls.requests)))
+        if pending is None:
+            return
+        if pending.method == "tools/list":
+            _remember_annotations(state, calls.exchange.upstream, message.get("result"))
+        recorder.finish(pending, message)
+        return
+    anchor = calls.anchor
+    if message.get("id") is None and anchor is not None:
+        recorder.note(anchor, message)  # progress, logging: events on the call they are about
+        return
+    # a server->client request, or a notification on the GET stream: its own span
+    parent = trace.set_span_in_context(anchor.span) if anchor is not None else None
+    pending = recorder.start(message, calls.exchange, parent=parent)
+    pending.span.set_attribute(DIRECTION, SERVER_TO_CLIENT)
+    if message.get("id") is None:
+        recorder.finish(pending, None)
+        return
+    session = calls.exchange.session_id or ""
+    state.remember_server_request(
+        (calls.exchange.upstream, session, str(message.get("id"))), pending
+    )
+
+
+def record_agent_replies(state: ProxyState, calls: Calls) -> None:
+    """The agent's answers to server->client requests close those requests' spans."""
+    session = calls.exchange.session_id or ""
+    for reply in calls.replies:
+        key = (calls.exchange.upstream, session, str(reply.get("id")))
+        pending = state.server_requests.pop(key, None)
+        if pending is not None:
+            state.recorder.finish(pending, reply)
+        else:
+            state.recorder.reply(reply, calls.exchange)
+
+
+def fail_open(state: ProxyState, calls: Calls, error_type: str, message: str) -> None:
+    """Close every span still open with a transport failure."""
+    for pending in calls.requests.values():
+        state.recorder.fail(pending, error_type, message)
+    calls.requests.clear()
+    for pending in calls.notifications:
+        state.recorder.fail(pending, error_type, message)
+    calls.notifications.clear()
+
+
+def close_notifications(state: ProxyState, calls: Calls) -> None:
+    """Notifications have no response: their spans end once the upstream accepted them."""
+    for pending in calls.notifications:
+        state.recorder.finish(pending, None)
+    calls.notifications.clear()
+
+
+def _remember_annotations(state: ProxyState, upstream: str, result: Any) -> None:
+    if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+        return
+    known = state.annotations.setdefault(upstream, {})
+    for tool in result["tools"]:
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+            annotations = tool.get("annotations")
+            known[tool["name"]] = annotations if isinstance(annotations, dict) else {}
+
+
+def end_unparsable(calls: Calls, status: int) -> None:
+    """The span of a body that was not JSON-RPC ends with the upstream's status."""
+    if calls.unparsable is not None:
+        calls.unparsable.set_attribute(semconv.HTTP_RESPONSE_STATUS_CODE, status)
+        calls.unparsable.end()
+        calls.unparsable = None

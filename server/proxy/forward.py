@@ -1,0 +1,155 @@
+"""What crosses the proxy unchanged and what does not: headers both ways, the body limit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from server.proxy.errors import ProxyError, Receive, Scope
+
+# RFC 9110 7.6.1 hop-by-hop headers; Host is rewritten, Content-Length recomputed, and the
+# tracecard token is tracecard's own credential, never handed to an upstream.
+_DROP_REQUEST = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"proxy-authorization",
+        b"proxy-authenticate",
+        b"proxy-connection",
+        b"host",
+        b"content-length",
+        b"tracecard-token",
+    }
+)
+_DROP_RESPONSE = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"proxy-authenticate",
+        b"proxy-connection",
+    }
+)
+
+
+@dataclass(slots=True)
+class RequestHeaders:
+    """The agent's headers to forward, and the few values the proxy itself reads."""
+
+    forward: list[tuple[str, str]] = field(default_factory=list)
+    session_id: str | None = None
+    protocol_version: str | None = None
+    run_id: str | None = None
+    baggage: str | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
+    content_length: int | None = None
+    accept: str = ""
+    user_agent: str = ""
+
+    @property
+    def trace_headers(self) -> dict[str, str]:
+        """The W3C trace-context headers, for continuing the agent's trace."""
+        found: dict[str, str] = {}
+        if self.traceparent:
+            found["traceparent"] = self.traceparent
+            if self.tracestate:
+                found["tracestate"] = self.tracestate
+        return found
+
+
+def scan_request_headers(raw: list[tuple[bytes, bytes]]) -> RequestHeaders:
+    """One pass over the ASGI headers: what to forward and what tracecard needs to know."""
+    found = RequestHeaders()
+    forward = found.forward
+    connection_listed: set[bytes] = set()
+    for name, value in raw:
+        if name in _DROP_REQUEST:
+            if name == b"content-length" and value.isdigit():
+                found.content_length = int(value)
+            elif name == b"connection":
+                connection_listed.update(t.strip().lower() for t in value.split(b","))
+            continue
+        text = value.decode("latin-1")
+        if name == b"mcp-session-id":
+            found.session_id = text
+        elif name == b"mcp-protocol-version":
+            found.protocol_version = text
+        elif name == b"accept":
+            found.accept = text
+        elif name == b"user-agent":
+            found.user_agent = text
+        elif name == b"tracecard-run":
+            found.run_id = text.strip()
+        elif name == b"baggage":
+            found.baggage = text
+        elif name == b"traceparent":
+            found.traceparent = text
+        elif name == b"tracestate":
+            found.tracestate = text
+        forward.append((name.decode("latin-1"), text))
+    if connection_listed - {b"keep-alive", b"close"}:
+        found.forward = [(n, v) for n, v in forward if n.lower().encode() not in connection_listed]
+    return found
+
+
+def baggage_run(baggage: str | None) -> str | None:
+    """The run id in W3C baggage `tracecard.run=<id>`, if any."""
+    if not baggage or "tracecard.run" not in baggage:
+        return None
+    for member in baggage.split(","):
+        key, _, value = member.partition("=")
+        if key.strip() == "tracecard.run":
+            return value.split(";", 1)[0].strip() or None
+    return None
+
+
+def response_headers(raw: tuple[tuple[bytes, bytes], ...]) -> list[tuple[bytes, bytes]]:
+    """The upstream's response headers without hop-by-hop ones (Content-Length is kept)."""
+    return [(name, value) for name, value in raw if name.lower() not in _DROP_RESPONSE]
+
+
+async def read_body(receive: Receive, limit: int, declared: int | None) -> bytes:
+    """The whole request body, refused with 413 past `limit` (declared or counted)."""
+    if declared is not None and declared > limit:
+        raise _too_large(limit, declared)
+    message = await receive()
+    body: bytes = message.get("body", b"")
+    if not message.get("more_body", False):
+        if len(body) > limit:
+            raise _too_large(limit, len(body))
+        return body
+    parts = [body]
+    size = len(body)
+    while message.get("more_body", False):
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ProxyError(400, "the client disconnected while sending the body")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit, size)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _too_large(limit: int, size: int) -> ProxyError:
+    return ProxyError(
+        413,
+        f"request body of {size} bytes or more exceeds the limit of {limit} bytes "
+        "(max_body_bytes in tracecard.toml, TRACECARD_MAX_BODY_BYTES)",
+        limit=limit,
+    )
+
+
+def client_key(scope: Scope, user_agent: str) -> str:
+    """The ad-hoc run key of a client of the stateless protocol: its address and user agent."""
+    client = scope.get("client")
+    address = client[0] if client else "unknown"
+    return f"client:{address}:{user_agent}"

@@ -1,0 +1,176 @@
+"""Plain HTTP tools at `/http/{upstream}/{path}`: any method, one span per request."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aiohttp
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from server.proxy.errors import ProxyError, Receive, Scope, Send
+from server.proxy.forward import (
+    RequestHeaders,
+    read_body,
+    response_headers,
+    scan_request_headers,
+)
+from server.proxy.mcp import choose_run
+from server.proxy.relay import STREAM_ERRORS, Decoder
+from server.proxy.state import ProxyState, Upstream
+from server.recording import parse_json, traceparent_of
+from server.runs import RunInfo
+from traces import semconv
+
+
+async def handle_http(
+    state: ProxyState,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    upstream: Upstream,
+    path_run: str | None,
+    path: str,
+) -> None:
+    """Forward one request to the plain HTTP upstream and record it as one span."""
+    headers = scan_request_headers(scope["headers"])
+    run = await choose_run(state, scope, upstream, headers, path_run, None)
+    body = await read_body(receive, state.runtime.settings.max_body_bytes, headers.content_length)
+    start_ns = time.time_ns()
+    method = scope["method"]
+    query = scope.get("query_string", b"").decode("latin-1")
+    url = f"{upstream.url}/{path}" + (f"?{query}" if query else "")
+    forward = headers.forward + upstream.extra_headers
+    cap = state.recorder.redactor.cap
+    started = False
+    try:
+        async with asyncio.timeout(upstream.timeout_s):
+            response = await state.client.request(
+                method, url, data=body or None, headers=forward, allow_redirects=False
+            )
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status,
+                    "headers": response_headers(response.raw_headers),
+                }
+            )
+            started = True
+            kept, size = await _relay_capped(response, send, cap)
+    except (TimeoutError, *STREAM_ERRORS) as exc:
+        timed_out = isinstance(exc, TimeoutError)
+        text = (
+            f"upstream {upstream.name!r} did not answer within {upstream.timeout_s}s"
+            if timed_out
+            else f"upstream {upstream.name!r} is unavailable ({type(exc).__name__}: {exc})"
+        )
+        error = semconv.ERR_TIMEOUT if timed_out else semconv.ERR_UNAVAILABLE
+        if started:  # the head went out: end the body, the span says what happened
+            error = semconv.ERR_TIMEOUT if timed_out else semconv.ERR_PROTOCOL
+            await send({"type": "http.response.body", "body": b""})
+        _record(state, run, upstream, headers, method, path, query, body, start_ns, error=error)
+        if not started:
+            raise ProxyError(504 if timed_out else 502, text) from None
+        return
+    _record(
+        state, run, upstream, headers, method, path, query, body, start_ns, response, kept, size
+    )
+
+
+async def _relay_capped(
+    response: aiohttp.ClientResponse, send: Send, cap: int
+) -> tuple[bytes, int]:
+    """Send the body on; keep only its first `cap` bytes (plus one) for the span."""
+    kept: list[bytes] = []
+    kept_size = 0
+    size = 0
+    async for chunk in response.content.iter_any():
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        size += len(chunk)
+        if kept_size <= cap:
+            kept.append(chunk)
+            kept_size += len(chunk)
+    await send({"type": "http.response.body", "body": b""})
+    response.release()
+    return b"".join(kept), size
+
+
+def _payload(state: ProxyState, raw: bytes, size: int, encoding: str = "") -> tuple[str, bool]:
+    """A body for the span: redacted JSON when it is JSON, else text, cut at the cap."""
+    decoder = Decoder(encoding)
+    raw = decoder.feed(raw)
+    redactor = state.recorder.redactor
+    if size <= redactor.cap:
+        parsed, problem = parse_json(raw)
+        if problem is None:
+            return redactor.text(parsed)
+    text, truncated = redactor.cut(raw)
+    if size > len(raw) and not truncated:
+        text, truncated = f"{text}…[truncated by tracecard: original size {size} bytes]", True
+    return text, truncated
+
+
+def _record(
+    state: ProxyState,
+    run: RunInfo,
+    upstream: Upstream,
+    headers: RequestHeaders,
+    method: str,
+    path: str,
+    query: str,
+    body: bytes,
+    start_ns: int,
+    response: aiohttp.ClientResponse | None = None,
+    received: bytes = b"",
+    size: int = 0,
+    error: str | None = None,
+) -> None:
+    redactor = state.recorder.redactor
+    attributes: dict[str, Any] = {
+        semconv.RUN_ID: run.id,
+        semconv.UPSTREAM: upstream.name,
+        semconv.ROLE: semconv.ROLE_AGENT,
+        semconv.NETWORK_TRANSPORT: "tcp",
+        semconv.HTTP_REQUEST_METHOD: method,
+        semconv.URL_PATH: f"/{path}",
+        **redactor.header_items(headers.forward),
+    }
+    if query:
+        attributes[semconv.URL_QUERY] = query
+    if upstream.host:
+        attributes[semconv.SERVER_ADDRESS] = upstream.host
+    if upstream.port:
+        attributes[semconv.SERVER_PORT] = upstream.port
+    truncated = False
+    if body:
+        attributes[semconv.REQUEST_BODY], truncated = _payload(state, body, len(body))
+    status = Status(StatusCode.UNSET)
+    if response is not None:
+        attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = response.status
+        for name, value in response.headers.items():
+            lowered = name.lower()
+            secret = lowered in redactor.headers or lowered == "set-cookie"
+            attributes[f"http.response.header.{lowered}"] = "[REDACTED]" if secret else value
+        encoding = response.headers.get("Content-Encoding", "")
+        text, cut = _payload(state, received, size, encoding)
+        attributes[semconv.RESPONSE_BODY] = text
+        truncated = truncated or cut
+        if response.status >= 400:
+            attributes[semconv.ERROR_TYPE] = str(response.status)
+            status = Status(StatusCode.ERROR, f"HTTP {response.status}")
+    if error is not None:
+        attributes[semconv.ERROR_TYPE] = error
+        status = Status(StatusCode.ERROR, error)
+    if truncated:
+        attributes[semconv.TRUNCATED] = True
+    parent = traceparent_of({}, headers.trace_headers) or run.context
+    span = state.recorder.tracer.start_span(
+        f"{method} /{path}",
+        context=parent,
+        kind=SpanKind.CLIENT,
+        attributes=attributes,
+        start_time=start_ns,
+    )
+    span.set_status(status)
+    span.end()

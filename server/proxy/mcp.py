@@ -1,0 +1,415 @@
+"""The MCP streamable-HTTP proxy: POST, GET (the SSE stream) and DELETE, both protocol eras.
+
+Per POST: parse the body once, open one span per JSON-RPC message, ask the enforce hook about
+tool calls, add `traceparent` to `params._meta` where absent, forward, relay the answer as it
+arrives, and close the spans after the agent has its bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from typing import Any
+
+import aiohttp
+import orjson
+
+from server.proxy.calls import (
+    Calls,
+    close_notifications,
+    end_unparsable,
+    fail_open,
+    record_agent_replies,
+    record_message,
+    traceparent_value,
+)
+from server.proxy.errors import (
+    CODE_BLOCKED,
+    CODE_UPSTREAM,
+    ProxyError,
+    Receive,
+    Scope,
+    Send,
+    jsonrpc_error,
+    send_jsonrpc,
+)
+from server.proxy.forward import (
+    RequestHeaders,
+    baggage_run,
+    client_key,
+    read_body,
+    response_headers,
+    scan_request_headers,
+)
+from server.proxy.relay import STREAM_ERRORS, Decoder, relay_body, relay_sse
+from server.proxy.state import ProxyState, Upstream
+from server.recording import Exchange, parse_json
+from server.runs import RunInfo
+from traces import semconv
+
+
+async def handle_mcp(
+    state: ProxyState,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    upstream: Upstream,
+    path_run: str | None,
+) -> None:
+    """Serve one request to `/mcp/{upstream}` or `/runs/{id}/mcp/{upstream}`."""
+    headers = scan_request_headers(scope["headers"])
+    method = scope["method"]
+    if method == "POST":
+        limit = state.runtime.settings.max_body_bytes
+        body = await read_body(receive, limit, headers.content_length)
+        await _post(state, scope, receive, send, upstream, headers, body, path_run)
+        return
+    run = await choose_run(state, scope, upstream, headers, path_run, None)
+    body = b"" if method in ("GET", "DELETE", "HEAD") else await read_body(
+        receive, state.runtime.settings.max_body_bytes, headers.content_length
+    )
+    await _other(state, scope, receive, send, upstream, headers, run, method, body)
+
+
+async def choose_run(
+    state: ProxyState,
+    scope: Scope,
+    upstream: Upstream,
+    headers: RequestHeaders,
+    path_run: str | None,
+    first_method: str | None,
+) -> RunInfo:
+    """The run: path, then `Tracecard-Run`, then baggage, else ad hoc (per session or client)."""
+    runs = state.runtime.runs
+    explicit = path_run or headers.run_id or baggage_run(headers.baggage)
+    if explicit:
+        info = runs.cached(explicit) or await runs.resolve(explicit)
+        if info is None:
+            raise ProxyError(
+                404, f"no run with id {explicit!r}: create one with POST /api/runs", run_id=explicit
+            )
+        return info
+    if headers.session_id:
+        key = (upstream.name, headers.session_id)
+        info = state.session_runs.get(key)
+        if info is None:
+            info = runs.adhoc(f"mcp-session:{upstream.name}:{headers.session_id}")
+            state.session_runs[key] = info
+        return info
+    if first_method == "initialize":  # a new session: its run is bound to the session id later
+        return runs.adhoc(f"mcp-session:{upstream.name}:new-{secrets.token_hex(8)}")
+    return runs.adhoc(client_key(scope, headers.user_agent))
+
+
+def _messages(parsed: Any) -> list[dict[str, Any]]:
+    if isinstance(parsed, dict):
+        return [parsed]
+    if isinstance(parsed, list):
+        return [m for m in parsed if isinstance(m, dict)]
+    return []
+
+
+async def _post(
+    state: ProxyState,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    upstream: Upstream,
+    headers: RequestHeaders,
+    body: bytes,
+    path_run: str | None,
+) -> None:
+    start_ns = time.time_ns()
+    parsed, parse_error = parse_json(body)
+    messages = _messages(parsed)
+    first_method = messages[0].get("method") if len(messages) == 1 else None
+    run = await choose_run(state, scope, upstream, headers, path_run, first_method)
+    exchange = Exchange(
+        run=run,
+        upstream=upstream.name,
+        server_address=upstream.host,
+        server_port=upstream.port,
+        session_id=headers.session_id,
+        protocol_version=headers.protocol_version,
+        headers=headers.trace_headers,
+    )
+    calls = Calls(exchange)
+    if not messages:
+        reason = parse_error or "not a JSON-RPC message or batch"
+        calls.unparsable = state.recorder.unparsable(body, reason, exchange, "mcp.unparsable")
+    else:
+        started = _start_spans(state, calls, messages, start_ns)
+        if await _enforce(state, calls, send, started, headers, isinstance(parsed, list)):
+            return
+        if state.runtime.settings.recording.inject_traceparent and _inject(calls, started):
+            body = orjson.dumps(parsed)
+    await _forward_post(state, scope, receive, send, upstream, headers, calls, body)
+
+
+def _start_spans(
+    state: ProxyState, calls: Calls, messages: list[dict[str, Any]], start_ns: int
+) -> list[tuple[dict[str, Any], Any]]:
+    """Open one span per request or notification; remember the agent's replies."""
+    recorder = state.recorder
+    started = []
+    for message in messages:
+        if "method" not in message:
+            calls.replies.append(message)
+            continue
+        pending = recorder.start(message, calls.exchange, start_ns)
+        if pending.method == "tools/call":
+            params = message.get("params")
+            tool = params.get("name") if isinstance(params, dict) else None
+            annotations = state.tool_annotations(calls.exchange.upstream, str(tool))
+            if annotations is not None:
+                recorder.annotate(pending, annotations)
+        if pending.request_id is None:
+            calls.notifications.append(pending)
+        else:
+            calls.requests[str(pending.request_id)] = pending
+        started.append((message, pending))
+    return started
+
+
+def _inject(calls: Calls, started: list[tuple[dict[str, Any], Any]]) -> bool:
+    """Add our span's `traceparent` to `params._meta` where absent (the only payload change)."""
+    changed = False
+    for message, pending in started:
+        params = message.get("params")
+        if not isinstance(params, dict):
+            continue
+        meta = params.get("_meta")
+        if meta is None:
+            meta = params["_meta"] = {}
+        if isinstance(meta, dict) and "traceparent" not in meta:
+            meta["traceparent"] = traceparent_value(pending.span)
+            changed = True
+    return changed
+
+
+async def _enforce(
+    state: ProxyState,
+    calls: Calls,
+    send: Send,
+    started: list[tuple[dict[str, Any], Any]],
+    headers: RequestHeaders,
+    batch: bool,
+) -> bool:
+    """Ask the enforce hook about each tool call; answer and record instead of forwarding."""
+    enforce = state.runtime.extensions.get("enforce")
+    if enforce is None:
+        return False
+    upstream = calls.exchange.upstream
+    verdicts: dict[int, Any] = {}
+    for index, (message, pending) in enumerate(started):
+        if pending.method != "tools/call":
+            continue
+        found = message.get("params")
+        params: dict[str, Any] = found if isinstance(found, dict) else {}
+        tool = str(params.get("name"))
+        decision = enforce(
+            calls.exchange.run,
+            upstream,
+            tool,
+            params.get("arguments") or {},
+            state.tool_annotations(upstream, tool),
+        )
+        if decision is not None:
+            verdicts[index] = decision
+    if not verdicts:
+        return False
+    replies = []  # a batch with one blocked call is not forwarded at all: no partial effects
+    for index, (_message, pending) in enumerate(started):
+        decision = verdicts.get(index)
+        if decision is not None:
+            text = f"blocked by tracecard rule {decision.rule_id}: {decision.message}"
+            state.recorder.block(pending, str(decision.rule_id), text)
+        else:
+            text = "not forwarded: another call in this batch was blocked"
+            state.recorder.fail(pending, semconv.ERR_BLOCKED, text)
+        if pending.request_id is not None:
+            rule = decision.rule_id if decision is not None else None
+            replies.append(jsonrpc_error(pending.request_id, CODE_BLOCKED, text, rule=rule))
+    calls.requests.clear()
+    calls.notifications.clear()
+    as_sse = "application/json" not in headers.accept or state.answers_sse.get(upstream, False)
+    if replies:
+        await send_jsonrpc(send, replies, batch, as_sse)
+    else:
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+    return True
+
+
+def _target(upstream: Upstream, scope: Scope) -> str:
+    query = scope.get("query_string")
+    return f"{upstream.url}?{query.decode('latin-1')}" if query else upstream.url
+
+
+async def _open(
+    state: ProxyState,
+    method: str,
+    upstream: Upstream,
+    scope: Scope,
+    headers: RequestHeaders,
+    body: bytes,
+) -> aiohttp.ClientResponse:
+    """Send the request and wait (within the upstream's timeout) for the response head."""
+    forward = headers.forward
+    if upstream.extra_headers:
+        forward = forward + upstream.extra_headers
+    async with asyncio.timeout(upstream.timeout_s):
+        return await state.client.request(
+            method,
+            _target(upstream, scope),
+            data=body or None,
+            headers=forward,
+            allow_redirects=False,
+        )
+
+
+async def _forward_post(
+    state: ProxyState,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    upstream: Upstream,
+    headers: RequestHeaders,
+    calls: Calls,
+    body: bytes,
+) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + upstream.timeout_s
+    try:
+        response = await _open(state, "POST", upstream, scope, headers, body)
+    except TimeoutError:
+        await _answer_failure(state, calls, send, semconv.ERR_TIMEOUT, upstream, 504)
+        return
+    except STREAM_ERRORS as exc:
+        await _answer_failure(state, calls, send, semconv.ERR_UNAVAILABLE, upstream, 502, exc)
+        return
+    status = response.status
+    session = response.headers.get("Mcp-Session-Id")
+    if session and not headers.session_id:
+        _bind_session(state, calls, upstream, headers, session)
+    content_type = response.headers.get("Content-Type", "")
+    is_sse = content_type.startswith("text/event-stream")
+    if status < 300 and status != 202:
+        state.answers_sse[upstream.name] = is_sse
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": response_headers(response.raw_headers),
+        }
+    )
+    if is_sse:
+        close_notifications(state, calls)
+        await relay_sse(state, calls, response, receive, send, deadline)
+        record_agent_replies(state, calls)
+        end_unparsable(calls, status)
+        return
+    received, error = await relay_body(response, send, deadline)
+    # --- the agent has its answer; everything below is recording only ---
+    record_agent_replies(state, calls)
+    end_unparsable(calls, status)
+    if error is not None:
+        fail_open(state, calls, error, f"upstream {upstream.name!r} broke off the response")
+        return
+    if received and calls.requests:
+        decoder = Decoder(response.headers.get("Content-Encoding", ""))
+        parsed, _reason = parse_json(decoder.feed(received))
+        for message in parsed if isinstance(parsed, list) else [parsed]:
+            record_message(state, calls, message)
+    if status >= 400:
+        fail_open(state, calls, str(status), f"upstream answered HTTP {status}")
+    elif calls.requests:
+        fail_open(state, calls, semconv.ERR_PROTOCOL, f"HTTP {status} without a JSON-RPC response")
+    close_notifications(state, calls)
+
+
+def _bind_session(
+    state: ProxyState, calls: Calls, upstream: Upstream, headers: RequestHeaders, session: str
+) -> None:
+    """A new MCP session: its later requests join this request's run; spans get the id."""
+    calls.exchange.session_id = session
+    for pending in [*calls.requests.values(), *calls.notifications]:
+        pending.span.set_attribute(semconv.MCP_SESSION_ID, session)
+    state.session_runs.setdefault((upstream.name, session), calls.exchange.run)
+
+
+async def _answer_failure(
+    state: ProxyState,
+    calls: Calls,
+    send: Send,
+    error: str,
+    upstream: Upstream,
+    status: int,
+    exc: BaseException | None = None,
+) -> None:
+    """The upstream never answered: every request gets a JSON-RPC error with its own id."""
+    if error == semconv.ERR_TIMEOUT:
+        text = f"tracecard: upstream {upstream.name!r} did not answer within {upstream.timeout_s}s"
+    else:
+        text = f"tracecard: upstream {upstream.name!r} is unavailable ({type(exc).__name__}: {exc})"
+    replies = [
+        jsonrpc_error(p.request_id, CODE_UPSTREAM, text, reason=error)
+        for p in calls.requests.values()
+    ]
+    fail_open(state, calls, error, text)
+    if calls.unparsable is not None:
+        calls.unparsable.set_attribute(semconv.ERROR_TYPE, error)
+        end_unparsable(calls, status)
+    # a request is owed a JSON-RPC answer (HTTP 200); a lone notification gets the HTTP status
+    if replies:
+        await send_jsonrpc(send, replies, len(replies) > 1, as_sse=False)
+    else:
+        await send_jsonrpc(send, [jsonrpc_error(None, CODE_UPSTREAM, text)], False, False, status)
+
+
+async def _other(
+    state: ProxyState,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    upstream: Upstream,
+    headers: RequestHeaders,
+    run: RunInfo,
+    method: str,
+    body: bytes,
+) -> None:
+    """GET (the server's SSE stream), DELETE (end of session) and anything else, unchanged."""
+    try:
+        response = await _open(state, method, upstream, scope, headers, body)
+    except TimeoutError as exc:
+        raise ProxyError(
+            504, f"upstream {upstream.name!r} did not answer within {upstream.timeout_s}s"
+        ) from exc
+    except STREAM_ERRORS as exc:
+        raise ProxyError(
+            502, f"upstream {upstream.name!r} is unavailable ({type(exc).__name__}: {exc})"
+        ) from exc
+    await send(
+        {
+            "type": "http.response.start",
+            "status": response.status,
+            "headers": response_headers(response.raw_headers),
+        }
+    )
+    if response.headers.get("Content-Type", "").startswith("text/event-stream"):
+        exchange = Exchange(
+            run=run,
+            upstream=upstream.name,
+            server_address=upstream.host,
+            server_port=upstream.port,
+            session_id=headers.session_id,
+            protocol_version=headers.protocol_version,
+        )
+        await relay_sse(state, Calls(exchange), response, receive, send, None)
+        return
+    await relay_body(response, send, None)
+    if method == "DELETE" and response.status < 300 and headers.session_id:
+        key = (upstream.name, headers.session_id)
+        state.session_runs.pop(key, None)
+        state.runtime.runs.forget_adhoc(f"mcp-session:{upstream.name}:{headers.session_id}")

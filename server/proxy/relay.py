@@ -1,0 +1,174 @@
+"""Relaying the upstream's response to the agent: bodies and SSE streams, chunk by chunk.
+
+Each chunk is sent on before it is looked at, so recording never delays the agent's bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from typing import Any
+
+import aiohttp
+import orjson
+
+from server.proxy.calls import Calls, fail_open, record_message
+from server.proxy.errors import CODE_UPSTREAM, Receive, Send, jsonrpc_error
+from server.proxy.sse import SseParser, sse_frame
+from server.proxy.state import ProxyState
+from traces import semconv
+
+WHOLE_BODY_MAX = 256 * 1024  # bodies up to this size (declared) are read in one piece
+# What breaks a stream midway: the upstream died, reset the connection or sent garbage.
+STREAM_ERRORS = (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError)
+
+
+class Decoder:
+    """Decodes a compressed body for recording only (the agent gets it as it was sent)."""
+
+    __slots__ = ("_inflate", "problem")
+
+    def __init__(self, encoding: str) -> None:
+        self._inflate: Any = None
+        self.problem: str | None = None
+        encoding = encoding.strip().lower()
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            self._inflate = zlib.decompressobj(wbits=47)  # gzip or zlib header, auto-detected
+        elif encoding not in ("", "identity"):
+            self.problem = f"content-encoding {encoding!r} is not decoded for recording"
+
+    def feed(self, chunk: bytes) -> bytes:
+        if self._inflate is None:
+            return chunk
+        try:
+            return bytes(self._inflate.decompress(chunk))
+        except zlib.error as exc:
+            self.problem = f"could not decompress the response: {exc}"
+            self._inflate = None
+            return b""
+
+
+def watch_disconnect(receive: Receive) -> asyncio.Task[None]:
+    """A task that cancels the current one when the agent disconnects (ends long streams)."""
+    streaming = asyncio.current_task()
+    assert streaming is not None
+
+    async def watch() -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                streaming.cancel("client disconnected")
+                return
+
+    return asyncio.get_running_loop().create_task(watch())
+
+
+async def relay_body(
+    response: aiohttp.ClientResponse, send: Send, deadline: float | None
+) -> tuple[bytes, str | None]:
+    """Send the whole body on; return what was received and the transport error type, if any."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            length = response.content_length
+            if length is not None and length <= WHOLE_BODY_MAX:
+                body = await response.read()
+                await send({"type": "http.response.body", "body": body})
+                return body, None
+            chunks: list[bytes] = []
+            async for chunk in response.content.iter_any():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                chunks.append(chunk)
+    except TimeoutError:
+        error: str | None = semconv.ERR_TIMEOUT
+    except STREAM_ERRORS:
+        error = semconv.ERR_PROTOCOL
+    else:
+        error = None
+    if error is not None:
+        response.close()
+        await send({"type": "http.response.body", "body": b""})
+        return b"", error
+    await send({"type": "http.response.body", "body": b""})
+    response.release()
+    return b"".join(chunks), None
+
+
+async def relay_sse(
+    state: ProxyState,
+    calls: Calls,
+    response: aiohttp.ClientResponse,
+    receive: Receive,
+    send: Send,
+    deadline: float | None,
+) -> None:
+    """Stream the events on as they arrive, recording each one after it went out."""
+    parser = SseParser()
+    decoder = Decoder(response.headers.get("Content-Encoding", ""))
+    watcher = watch_disconnect(receive)
+    error: str | None = None
+    try:
+        async with asyncio.timeout_at(deadline) as timer:
+            async for chunk in response.content.iter_any():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                for event in parser.feed(decoder.feed(chunk)):
+                    if event.data and event.event == "message":
+                        _record_event(state, calls, event.data)
+                if deadline is not None and not calls.requests:
+                    timer.reschedule(None)  # answered: the rest of the stream has no deadline
+    except TimeoutError:
+        error = semconv.ERR_TIMEOUT
+    except STREAM_ERRORS:
+        error = semconv.ERR_PROTOCOL
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if not watcher.done() or watcher.cancelled() or task is None:
+            raise
+        task.uncancel()  # the agent went away: stop reading, keep what was recorded
+        response.close()
+        fail_open(state, calls, "client_disconnected", "the agent disconnected")
+        return
+    finally:
+        watcher.cancel()
+    if error is None:
+        response.release()
+        if calls.requests:
+            error = semconv.ERR_PROTOCOL  # the stream ended without answering every request
+    else:
+        response.close()
+    if error is not None and calls.requests:
+        await _answer_open_requests(state, calls, send, error, parser.incomplete)
+    await send({"type": "http.response.body", "body": b""})
+    if error is not None:
+        fail_open(state, calls, error, _failure_text(calls.exchange.upstream, error))
+
+
+def _record_event(state: ProxyState, calls: Calls, data: str) -> None:
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return
+    if isinstance(message, list):
+        for item in message:
+            record_message(state, calls, item)
+    else:
+        record_message(state, calls, message)
+
+
+async def _answer_open_requests(
+    state: ProxyState, calls: Calls, send: Send, error: str, partial: bool
+) -> None:
+    """Requests left without an answer get a JSON-RPC error event, so the agent does not hang."""
+    text = _failure_text(calls.exchange.upstream, error)
+    frames = [b"\r\n\r\n"] if partial else []  # end a half-sent event before ours
+    for pending in calls.requests.values():
+        reply = jsonrpc_error(pending.request_id, CODE_UPSTREAM, text, reason=error)
+        frames.append(sse_frame(orjson.dumps(reply)))
+    await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
+
+
+def _failure_text(upstream: str, error: str) -> str:
+    if error == semconv.ERR_TIMEOUT:
+        return f"tracecard: upstream {upstream!r} did not answer in time"
+    if error == semconv.ERR_PROTOCOL:
+        return f"tracecard: upstream {upstream!r} ended the stream before answering"
+    return f"tracecard: upstream {upstream!r} failed ({error})"

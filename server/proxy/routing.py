@@ -1,0 +1,122 @@
+"""A tiny prefix router in front of Litestar: proxy paths never touch the framework.
+
+`/mcp/{upstream}`, `/runs/{run_id}/mcp/{upstream}`, `/http/{upstream}/{path}` and
+`/runs/{run_id}/http/{upstream}/{path}` go to the proxy; every other path (the API, the
+viewer's `/runs/{id}` pages, the lifespan) goes to Litestar.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from server.proxy.errors import ProxyError, Receive, Scope, Send, send_error
+from server.proxy.state import ProxyState
+
+log = logging.getLogger(__name__)
+
+_PREFIXES = ("/mcp/", "/http/", "/runs/")
+
+
+def match(path: str) -> tuple[str, str | None, str, str] | None:
+    """(kind, run id, upstream, rest of path) for a proxy path, else None."""
+    if not path.startswith(_PREFIXES):
+        return None
+    parts = path.split("/", 5)  # "", first, ...
+    run_id: str | None = None
+    if parts[1] == "runs":
+        if len(parts) < 5 or not parts[2] or parts[3] not in ("mcp", "http"):
+            return None
+        run_id = parts[2]
+        parts = ["", *parts[3:]]
+        rest = parts[3] if len(parts) > 3 else ""
+        if len(parts) > 4:
+            rest = f"{rest}/{parts[4]}"
+    else:
+        parts = path.split("/", 3)
+        rest = parts[3] if len(parts) > 3 else ""
+    kind, name = parts[1], parts[2] if len(parts) > 2 else ""
+    if not name:
+        return None
+    if kind == "mcp" and rest:
+        return None  # nothing lives below an MCP endpoint
+    return kind, run_id, name, rest
+
+
+class ProxyRouter:
+    """The ASGI app as served: proxy paths handled here, everything else by `app` (Litestar)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._state: ProxyState | None = None
+
+    def _proxy_state(self) -> ProxyState | None:
+        if self._state is None:
+            runtime = getattr(self.app.state, "runtime", None)
+            if runtime is not None:
+                self._state = runtime.extensions.get("proxy")
+        return self._state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            route = match(scope["path"])
+            if route is not None:
+                await self._proxy(route, scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    async def _proxy(
+        self, route: tuple[str, str | None, str, str], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        from server.proxy.http import handle_http
+        from server.proxy.mcp import handle_mcp
+
+        kind, run_id, name, rest = route
+        state = self._proxy_state()
+        try:
+            if state is None:
+                raise ProxyError(503, "tracecard is starting or stopping: the proxy is not ready")
+            upstream = state.upstreams.get(name)
+            if upstream is None:
+                configured = sorted(state.upstreams)
+                listed = ", ".join(configured) or "none (add [upstreams.NAME] to tracecard.toml)"
+                raise ProxyError(
+                    404, f"no upstream named {name!r}; configured: {listed}", upstreams=configured
+                )
+            settings = upstream.settings
+            if kind == "mcp" and settings.kind == "http":
+                raise ProxyError(404, f"upstream {name!r} is a plain HTTP tool: use /http/{name}/")
+            if kind == "http" and settings.kind != "http":
+                raise ProxyError(404, f"upstream {name!r} is an MCP server: use /mcp/{name}")
+            if settings.command is not None:
+                await self._stdio(state, scope, receive, send, name, run_id)
+            elif kind == "mcp":
+                await handle_mcp(state, scope, receive, send, upstream, run_id)
+            else:
+                await handle_http(state, scope, receive, send, upstream, run_id, rest)
+        except ProxyError as error:
+            await send_error(send, error)
+
+    async def _stdio(
+        self,
+        state: ProxyState,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        name: str,
+        run_id: str | None,
+    ) -> None:
+        """Upstreams with `command` are bridged by the stdio feature, when it is installed."""
+        from server.proxy.forward import scan_request_headers
+        from server.proxy.mcp import choose_run
+
+        handler = state.runtime.extensions.get("stdio")
+        if handler is None:
+            raise ProxyError(
+                501,
+                f"upstream {name!r} is a stdio server (`command`), and this tracecard has no "
+                "stdio bridge installed",
+            )
+        headers = scan_request_headers(scope["headers"])
+        run = await choose_run(state, scope, state.upstreams[name], headers, run_id, None)
+        await handler(scope, receive, send, name, run)

@@ -1,0 +1,107 @@
+"""What the proxy keeps between requests: the upstream table, the HTTP client, small caches."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from server.recording import PendingCall, Recorder
+from server.runs import RunInfo
+from server.runtime import Runtime
+from server.settings import UpstreamSettings
+
+# aiohttp adds these unless told not to; the proxy forwards only what the agent sent.
+_SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
+_SERVER_REQUEST_CAP = 4096  # open server->client requests remembered for their replies
+
+
+@dataclass(slots=True)
+class Upstream:
+    """A configured upstream, resolved once: its URL parts and the headers to add."""
+
+    name: str
+    settings: UpstreamSettings
+    url: str
+    host: str | None
+    port: int | None
+    path: str
+    timeout_s: float
+    extra_headers: list[tuple[str, str]]
+
+    @classmethod
+    def build(cls, name: str, settings: UpstreamSettings, default_timeout: float) -> Upstream:
+        url = (settings.url or "").rstrip("/") if settings.kind == "http" else settings.url or ""
+        parts = urlsplit(url)
+        default_port = 443 if parts.scheme == "https" else 80
+        return cls(
+            name=name,
+            settings=settings,
+            url=url,
+            host=parts.hostname,
+            port=parts.port or (default_port if parts.hostname else None),
+            path=parts.path,
+            timeout_s=settings.timeout_s or default_timeout,
+            extra_headers=list(settings.headers.items()),
+        )
+
+
+@dataclass
+class ProxyState:
+    """Per-app proxy state, built in the app's lifespan and closed with it."""
+
+    runtime: Runtime
+    recorder: Recorder
+    client: aiohttp.ClientSession
+    upstreams: dict[str, Upstream]
+    # tools/list results per upstream: tool name -> annotations (for tools/call spans, enforce)
+    annotations: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # ad-hoc runs of MCP sessions, keyed (upstream, session id)
+    session_runs: dict[tuple[str, str], RunInfo] = field(default_factory=dict)
+    # whether an upstream answered its last POST with SSE (the form blocked calls are answered in)
+    answers_sse: dict[str, bool] = field(default_factory=dict)
+    # server->client requests awaiting the agent's reply, keyed (upstream, session id, request id)
+    server_requests: OrderedDict[tuple[str, str, str], PendingCall] = field(
+        default_factory=OrderedDict
+    )
+
+    def remember_server_request(self, key: tuple[str, str, str], pending: PendingCall) -> None:
+        """Keep a server->client request open until the agent replies (bounded)."""
+        self.server_requests[key] = pending
+        while len(self.server_requests) > _SERVER_REQUEST_CAP:
+            _key, stale = self.server_requests.popitem(last=False)
+            self.recorder.fail(stale, "no_reply", "the agent never replied")
+
+    def tool_annotations(self, upstream: str, tool: str) -> dict[str, Any] | None:
+        return self.annotations.get(upstream, {}).get(tool)
+
+
+def make_client() -> aiohttp.ClientSession:
+    """The upstream client: raw aiohttp, no decompression, no headers of its own."""
+    connector = aiohttp.TCPConnector(limit=512, limit_per_host=0, ttl_dns_cache=300)
+    return aiohttp.ClientSession(
+        connector=connector,
+        auto_decompress=False,  # bytes pass through exactly as the upstream sent them
+        skip_auto_headers=_SKIP_AUTO_HEADERS,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0),
+        trust_env=False,
+        cookie_jar=aiohttp.DummyCookieJar(),  # never mix one agent's cookies into another's calls
+    )
+
+
+def build_state(runtime: Runtime) -> ProxyState:
+    """The proxy state for `runtime` (call inside a running event loop)."""
+    settings = runtime.settings
+    upstreams = {
+        name: Upstream.build(name, upstream, settings.upstream_timeout_s)
+        for name, upstream in settings.upstreams.items()
+    }
+    return ProxyState(
+        runtime=runtime,
+        recorder=Recorder(runtime.tracer, settings.recording),
+        client=make_client(),
+        upstreams=upstreams,
+    )
