@@ -1,0 +1,95 @@
+"""Per-run sandboxes: a fresh copy of a task's fixture directory for each run of an upstream.
+
+A sandbox lives at `<sandbox_root>/<run_id>-<upstream>` and is kept after the run so that outcome
+checks and people can read the end state. Only the newest `sandbox_retention` are kept; the
+creation time of each is a marker file under `<sandbox_root>/.created/` (never inside the
+sandbox, whose listing the agent sees).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Collection
+from pathlib import Path
+
+from server.settings import ConfigError, Settings
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER = "{sandbox}"
+_MARKERS = ".created"
+
+
+def sandbox_root(settings: Settings) -> Path:
+    return settings.resolve_path(settings.sandbox_root).resolve()
+
+
+def create_sandbox(
+    settings: Settings,
+    run_id: str,
+    upstream: str,
+    fixture: str | None,
+    keep: Collection[str] = (),
+) -> Path:
+    """Copy `fixture` (or nothing) into a fresh sandbox for the run; prune old sandboxes."""
+    root = sandbox_root(settings)
+    path = root / f"{run_id}-{upstream}"
+    markers = root / _MARKERS
+    markers.mkdir(parents=True, exist_ok=True)
+    if path.exists():  # a second start in the same run keeps the run's state
+        return path
+    if fixture is not None:
+        source = settings.resolve_path(fixture)
+        if not source.is_dir():
+            raise ConfigError(f"upstream {upstream!r}: fixture {str(source)!r} is not a directory")
+        shutil.copytree(source, path, symlinks=True)
+    else:
+        path.mkdir(parents=True)
+    (markers / path.name).touch()
+    prune(settings, keep={path.name, *keep})
+    return path
+
+
+def prune(settings: Settings, keep: Collection[str] = ()) -> list[Path]:
+    """Remove the oldest sandboxes beyond `settings.sandbox_retention`; return what was removed."""
+    root = sandbox_root(settings)
+    markers = root / _MARKERS
+    if not markers.is_dir():
+        return []
+    entries = []
+    for marker in markers.iterdir():
+        try:
+            entries.append((marker.stat().st_mtime_ns, marker.name))
+        except FileNotFoundError:
+            continue
+    entries.sort(reverse=True)
+    removed: list[Path] = []
+    for _created, name in entries[max(settings.sandbox_retention, 0) :]:
+        if name in keep:
+            continue
+        path = root / name
+        shutil.rmtree(path, ignore_errors=True)
+        with_marker = markers / name
+        if with_marker.exists():
+            os.unlink(with_marker)
+        removed.append(path)
+    if removed:
+        log.info("removed %d old sandboxes under %s", len(removed), root)
+    return removed
+
+
+def substitute(value: str, sandbox: Path | None) -> str:
+    """`value` with `{sandbox}` replaced by the sandbox path."""
+    if PLACEHOLDER not in value:
+        return value
+    if sandbox is None:
+        raise ConfigError(f"{value!r} uses {PLACEHOLDER} but the upstream has no sandbox")
+    return value.replace(PLACEHOLDER, str(sandbox))
+
+
+def needs_sandbox(command: list[str], env: dict[str, str], cwd: str | None) -> bool:
+    """Whether `{sandbox}` appears in the command, the environment or the working directory."""
+    values = [*command, *env.values(), cwd or ""]
+    return any(PLACEHOLDER in v for v in values)

@@ -1,0 +1,15 @@
+"""Stdio upstreams: MCP servers tracecard starts as child processes and serves over HTTP.
+
+Public surface: `feature()` for the app, `StdioBridge` (the ASGI handler the proxy calls as
+`runtime.extensions["stdio"](scope, receive, send, upstream, run_or_None)`), `StdioUpstreams`
+(process lifecycles), `StdioProcess` and `UpstreamError`.
+"""
+
+from __future__ import annotations
+
+from server.stdio.bridge import StdioBridge
+from server.stdio.pool import StdioUpstreams
+from server.stdio.process import StdioProcess, UpstreamError
+from server.stdio.service import feature, setup
+
+__all__ = ["StdioBridge", "StdioProcess", "StdioUpstreams", "UpstreamError", "feature", "setup"]

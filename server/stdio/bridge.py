@@ -1,0 +1,374 @@
+"""MCP streamable HTTP in front of a stdio server, for clients of both protocol generations.
+
+Session protocol (2025-11-25): `initialize` is answered from the process's own handshake with
+tracecard and opens an `Mcp-Session-Id`; requests are answered as SSE (progress and server
+requests stream before the answer) or JSON; a GET opens the session's stream of server messages;
+DELETE closes the session. Stateless protocol (2026-07-28): `server/discover` is answered from
+the same handshake, each request is one POST answered with JSON, the per-request `_meta`
+envelope is taken off before the session-protocol server sees the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from server.recording import Exchange, Recorder
+from server.runs import RunInfo
+from server.runtime import Runtime
+from server.stdio.asgi import (
+    KEEPALIVE_S,
+    BodyTooLarge,
+    Receive,
+    Scope,
+    Send,
+    SseStream,
+    header_map,
+    read_body,
+    send_body,
+    send_json,
+    wait_disconnect,
+)
+from server.stdio.pool import StdioUpstreams
+from server.stdio.process import CODE_UPSTREAM, StdioProcess, UpstreamError
+from traces import semconv
+
+log = logging.getLogger(__name__)
+
+SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = "mcp-protocol-version"
+MODERN_META_PREFIX = "io.modelcontextprotocol/"
+MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
+# Results the 2026-07-28 wire requires caching directives on (`ttlMs`, `cacheScope`).
+CACHEABLE = frozenset(
+    {"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+)
+
+
+@dataclass
+class Session:
+    """One session-protocol client of a stdio upstream."""
+
+    id: str
+    upstream: str
+    run: RunInfo
+    protocol_version: str
+    closed: asyncio.Event
+
+
+def error_reply(request_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def _strip_modern_meta(message: dict[str, Any]) -> dict[str, Any]:
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(params, dict) or not isinstance(meta, dict):
+        return message
+    kept = {k: v for k, v in meta.items() if not k.startswith(MODERN_META_PREFIX)}
+    params = {k: v for k, v in params.items() if k != "_meta"}
+    if kept:
+        params["_meta"] = kept
+    return dict(message, params=params)
+
+
+def _is_modern(message: Any, headers: dict[str, str]) -> bool:
+    if headers.get(VERSION_HEADER) in MODERN_PROTOCOL_VERSIONS:
+        return True
+    if not isinstance(message, dict):
+        return False
+    if message.get("method") == "server/discover":
+        return True
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and MODERN_META_PREFIX + "protocolVersion" in meta
+
+
+class StdioBridge:
+    """The ASGI handler the proxy calls for an upstream configured with `command`."""
+
+    def __init__(self, runtime: Runtime, recorder: Recorder, pool: StdioUpstreams) -> None:
+        self.runtime = runtime
+        self.recorder = recorder
+        self.pool = pool
+        self.sessions: dict[str, Session] = {}
+
+    async def close(self) -> None:
+        for session in self.sessions.values():
+            session.closed.set()
+        self.sessions.clear()
+        await self.pool.close()
+
+    async def __call__(
+        self, scope: Scope, receive: Receive, send: Send, upstream: str, run: RunInfo | None
+    ) -> None:
+        """Serve one HTTP request for stdio upstream `upstream` in `run` (None: ad hoc)."""
+        settings = self.runtime.settings.upstreams.get(upstream)
+        if settings is None or settings.command is None:
+            await send_json(send, 404, {"detail": f"no stdio upstream named {upstream!r}"})
+            return
+        headers = header_map(scope)
+        method = scope.get("method", "GET")
+        if method == "GET":
+            await self._stream(scope, receive, send, headers)
+        elif method == "DELETE":
+            session = self.sessions.pop(headers.get(SESSION_HEADER, ""), None)
+            if session is not None:
+                session.closed.set()
+                if session.run.config_name == "adhoc" and settings.per_run:
+                    await self.pool.stop_run(session.run.id)
+            await send_body(send, 200 if session else 404, content_type=None)
+        elif method == "POST":
+            await self._post(scope, receive, send, headers, upstream, run)
+        else:
+            await send_body(send, 405, content_type=None, headers=[("allow", "GET, POST, DELETE")])
+
+    # --- POST -----------------------------------------------------------------------------------
+    async def _post(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[str, str],
+        upstream: str,
+        run: RunInfo | None,
+    ) -> None:
+        try:
+            body = await read_body(receive, self.runtime.settings.max_body_bytes)
+        except BodyTooLarge as exc:
+            await send_json(send, 413, {"detail": str(exc)})
+            return
+        try:
+            message = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            exchange = self._exchange(upstream, run or self._adhoc(scope, upstream), headers)
+            span = self.recorder.unparsable(body, f"not valid JSON: {exc}", exchange, "parse error")
+            span.end()
+            await send_json(send, 400, error_reply(None, -32700, f"Parse error: {exc}"))
+            return
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            await send_json(send, 400, error_reply(None, -32600, "expected one JSON-RPC message"))
+            return
+        if _is_modern(message, headers):
+            await self._modern(scope, send, headers, upstream, run, message)
+        else:
+            await self._legacy(scope, send, headers, upstream, run, message)
+
+    def _adhoc(self, scope: Scope, upstream: str) -> RunInfo:
+        client = scope.get("client") or ("unknown", 0)
+        return self.runtime.runs.adhoc(f"stdio:{upstream}:{client[0]}")
+
+    def _exchange(
+        self,
+        upstream: str,
+        run: RunInfo,
+        headers: dict[str, str],
+        session_id: str | None = None,
+        version: str | None = None,
+    ) -> Exchange:
+        return Exchange(
+            run=run,
+            upstream=upstream,
+            transport="pipe",
+            session_id=session_id,
+            protocol_version=version,
+            headers=headers,
+        )
+
+    async def _process(self, upstream: str, exchange: Exchange) -> StdioProcess:
+        return await self.pool.process_for(upstream, exchange)
+
+    async def _forward(
+        self,
+        upstream: str,
+        message: dict[str, Any],
+        exchange: Exchange,
+        sink: Any = None,
+    ) -> dict[str, Any]:
+        """Forward a request; every failure becomes a JSON-RPC error for the agent."""
+        try:
+            process = await self._process(upstream, exchange)
+        except UpstreamError as exc:
+            pending = self.recorder.start(message, exchange)
+            self.recorder.fail(pending, exc.error_type, str(exc))
+            return error_reply(message.get("id"), CODE_UPSTREAM, str(exc))
+        try:
+            return await process.call(message, exchange, self.pool.timeout(upstream), sink)
+        except UpstreamError as exc:
+            if exc.error_type == semconv.ERR_TIMEOUT:
+                asyncio.get_running_loop().create_task(
+                    self.pool.recycle(upstream, exchange.run, process)
+                )
+            return error_reply(message.get("id"), CODE_UPSTREAM, str(exc))
+
+    async def _answer_self(
+        self, message: dict[str, Any], exchange: Exchange, result: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """Record a message tracecard answers itself (handshakes); return the reply."""
+        pending = self.recorder.start(message, exchange)
+        reply = (
+            None if result is None else {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        )
+        self.recorder.finish(pending, reply)
+        return reply
+
+    # --- stateless protocol (2026-07-28) --------------------------------------------------------
+    async def _modern(
+        self,
+        scope: Scope,
+        send: Send,
+        headers: dict[str, str],
+        upstream: str,
+        run: RunInfo | None,
+        message: dict[str, Any],
+    ) -> None:
+        version = headers.get(VERSION_HEADER) or MODERN_VERSION
+        exchange = self._exchange(
+            upstream, run or self._adhoc(scope, upstream), headers, None, version
+        )
+        if "id" not in message or "method" not in message:
+            await send_body(send, 202, content_type=None)  # notifications are acknowledged
+            return
+        if message["method"] == "server/discover":
+            try:
+                process = await self._process(upstream, exchange)
+            except UpstreamError as exc:
+                pending = self.recorder.start(message, exchange)
+                self.recorder.fail(pending, exc.error_type, str(exc))
+                await send_json(send, 200, error_reply(message["id"], CODE_UPSTREAM, str(exc)))
+                return
+            init = process.initialize_result
+            discovered: dict[str, Any] = {
+                "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
+                "capabilities": init.get("capabilities") or {},
+                "resultType": "complete",
+                "ttlMs": 0,
+                "cacheScope": "private",
+                "_meta": {MODERN_META_PREFIX + "serverInfo": init.get("serverInfo") or {}},
+            }
+            if init.get("instructions"):
+                discovered["instructions"] = init["instructions"]
+            await send_json(send, 200, await self._answer_self(message, exchange, discovered))
+            return
+        reply = await self._forward(upstream, _strip_modern_meta(message), exchange)
+        result = reply.get("result")
+        if isinstance(result, dict):
+            # a session-protocol result, dressed for the stateless wire (nothing is cached)
+            result = {"resultType": "complete", **result}
+            if message["method"] in CACHEABLE:
+                result = {"ttlMs": 0, "cacheScope": "private", **result}
+            reply["result"] = result
+        await send_json(send, 200, reply)
+
+    # --- session protocol (2025-11-25 and earlier) ----------------------------------------------
+    async def _legacy(
+        self,
+        scope: Scope,
+        send: Send,
+        headers: dict[str, str],
+        upstream: str,
+        run: RunInfo | None,
+        message: dict[str, Any],
+    ) -> None:
+        if message.get("method") == "initialize":
+            await self._initialize(scope, send, headers, upstream, run, message)
+            return
+        session = self.sessions.get(headers.get(SESSION_HEADER, ""))
+        if session is None or session.upstream != upstream:
+            status = 404 if headers.get(SESSION_HEADER) else 400
+            detail = "unknown or closed session" if status == 404 else "missing Mcp-Session-Id"
+            await send_json(send, status, error_reply(message.get("id"), -32600, detail))
+            return
+        session_headers = [("mcp-session-id", session.id)]
+        exchange = self._exchange(
+            upstream, run or session.run, headers, session.id, session.protocol_version
+        )
+        if "method" not in message:  # the client answers a server->client request
+            slot = self.pool.slot(upstream, exchange.run)
+            if slot.process is not None:
+                try:
+                    await slot.process.answer_server(message)
+                except UpstreamError as exc:
+                    log.warning("%s", exc)
+            await send_body(send, 202, content_type=None, headers=session_headers)
+            return
+        if "id" not in message:
+            if message["method"] == "notifications/initialized":
+                await self._answer_self(message, exchange, None)
+            else:
+                try:
+                    process = await self._process(upstream, exchange)
+                    await process.notify(message, exchange)
+                except UpstreamError as exc:
+                    log.warning("%s", exc)
+            await send_body(send, 202, content_type=None, headers=session_headers)
+            return
+        if "text/event-stream" not in headers.get("accept", ""):
+            reply = await self._forward(upstream, message, exchange)
+            await send_json(send, 200, reply, headers=session_headers)
+            return
+        stream = SseStream(send, session_headers)
+        reply = await self._forward(upstream, message, exchange, sink=stream.event)
+        await stream.event(reply)
+        await stream.close()
+
+    async def _initialize(
+        self,
+        scope: Scope,
+        send: Send,
+        headers: dict[str, str],
+        upstream: str,
+        run: RunInfo | None,
+        message: dict[str, Any],
+    ) -> None:
+        session_id = secrets.token_hex(16)
+        run = run or self.runtime.runs.adhoc(f"mcp-session:{session_id}")
+        exchange = self._exchange(upstream, run, headers, session_id)
+        try:
+            process = await self._process(upstream, exchange)
+        except UpstreamError as exc:
+            pending = self.recorder.start(message, exchange)
+            self.recorder.fail(pending, exc.error_type, str(exc))
+            await send_json(send, 200, error_reply(message.get("id"), CODE_UPSTREAM, str(exc)))
+            return
+        result = dict(process.initialize_result)
+        version = str(result.get("protocolVersion") or "2025-11-25")
+        exchange.protocol_version = version
+        self.sessions[session_id] = Session(session_id, upstream, run, version, asyncio.Event())
+        reply = await self._answer_self(message, exchange, result)
+        await send_json(send, 200, reply, headers=[("mcp-session-id", session_id)])
+
+    async def _stream(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]
+    ) -> None:
+        """The session's GET stream: server messages that belong to no request."""
+        if "text/event-stream" not in headers.get("accept", ""):
+            await send_body(send, 406, content_type=None)
+            return
+        session = self.sessions.get(headers.get(SESSION_HEADER, ""))
+        if session is None:
+            await send_json(send, 404, {"detail": "unknown or closed session"})
+            return
+        stream = SseStream(send, [("mcp-session-id", session.id)])
+        slot = self.pool.slot(session.upstream, session.run)
+        slot.listeners.add(stream.event)
+        gone = asyncio.ensure_future(wait_disconnect(receive))
+        closed = asyncio.ensure_future(session.closed.wait())
+        try:
+            await stream.start()
+            while not stream.closed:
+                done, _ = await asyncio.wait({gone, closed}, timeout=KEEPALIVE_S)
+                if done:
+                    break
+                await stream.write(b": keepalive\r\n\r\n")
+        finally:
+            slot.listeners.discard(stream.event)
+            gone.cancel()
+            closed.cancel()
+            await stream.close()

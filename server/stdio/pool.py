@@ -1,0 +1,241 @@
+"""Lifecycles of stdio upstream processes: shared (restarted with backoff) and per run.
+
+A shared upstream has one process, started on first use; when it dies the crash is recorded
+with the tail of its stderr and it is restarted after a delay that doubles with each quick crash.
+A `per_run` upstream gets a fresh process (in a fresh sandbox when it has a fixture or uses
+`{sandbox}`) on the run's first call; it is stopped when the run finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from server.recording import Exchange, Recorder
+from server.runs import RunInfo
+from server.runtime import Runtime
+from server.sandbox import create_sandbox, needs_sandbox, substitute
+from server.settings import ConfigError, UpstreamSettings
+from server.stdio.process import (
+    EXIT_CODE_ATTRIBUTE,
+    STDERR_ATTRIBUTE,
+    Sink,
+    StdioProcess,
+    UpstreamError,
+)
+from traces import semconv
+from traces.models import RunRow
+
+log = logging.getLogger(__name__)
+
+QUICK_CRASH_S = 30.0  # a crash this soon after start counts towards the backoff
+MAX_BACKOFF_S = 30.0
+
+
+@dataclass
+class Slot:
+    """One process slot: the shared process of an upstream, or one run's process."""
+
+    name: str
+    run: RunInfo | None  # None for the shared slot
+    process: StdioProcess | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    listeners: set[Sink] = field(default_factory=set)
+    crashes: int = 0
+    not_before: float = 0.0  # monotonic time before which no restart is attempted
+    last_exchange: Exchange | None = None
+    restart_task: asyncio.Task[None] | None = None
+
+
+class StdioUpstreams:
+    """Starts, restarts and stops the processes of every stdio upstream."""
+
+    def __init__(self, runtime: Runtime, recorder: Recorder) -> None:
+        self.runtime = runtime
+        self.recorder = recorder
+        self.shared: dict[str, Slot] = {}
+        self.per_run: dict[tuple[str, str], Slot] = {}
+        self.closed = False
+
+    def upstream(self, name: str) -> UpstreamSettings:
+        upstream = self.runtime.settings.upstreams[name]
+        assert upstream.command is not None
+        return upstream
+
+    def timeout(self, name: str) -> float:
+        return self.upstream(name).timeout_s or self.runtime.settings.upstream_timeout_s
+
+    def slot(self, name: str, run: RunInfo) -> Slot:
+        """The slot serving `run` on upstream `name` (created empty on first use)."""
+        if self.upstream(name).per_run:
+            key = (name, run.id)
+            slot = self.per_run.get(key)
+            if slot is None:
+                slot = self.per_run[key] = Slot(name, run)
+            return slot
+        slot = self.shared.get(name)
+        if slot is None:
+            slot = self.shared[name] = Slot(name, None)
+        return slot
+
+    async def process_for(self, name: str, exchange: Exchange) -> StdioProcess:
+        """The running process for this exchange's run, started (handshake done) if needed."""
+        slot = self.slot(name, exchange.run)
+        slot.last_exchange = exchange
+        process = slot.process
+        if process is not None and process.alive:
+            return process
+        async with slot.lock:
+            if slot.process is not None and slot.process.alive:
+                return slot.process
+            if self.closed:
+                raise UpstreamError(f"upstream {name!r}: tracecard is shutting down")
+            wait = slot.not_before - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(min(wait, MAX_BACKOFF_S))
+            return await self._start(slot, exchange)
+
+    async def _sandbox(self, slot: Slot, upstream: UpstreamSettings) -> Path | None:
+        if upstream.fixture is None and not needs_sandbox(
+            upstream.command or [], upstream.env, upstream.cwd
+        ):
+            return None
+        settings = self.runtime.settings
+        owner = slot.run.id if slot.run is not None else "shared"
+        active = {f"{run_id}-{name}" for name, run_id in self.per_run}
+        path = await anyio.to_thread.run_sync(
+            lambda: create_sandbox(settings, owner, slot.name, upstream.fixture, active)
+        )
+        run = slot.run
+        if run is not None and run.sandbox is None:
+            run.sandbox = str(path)
+            await anyio.to_thread.run_sync(
+                lambda: self.runtime.store.update_run(run.id, sandbox=str(path))
+            )
+        return path
+
+    async def _start(self, slot: Slot, exchange: Exchange) -> StdioProcess:
+        upstream = self.upstream(slot.name)
+        try:
+            sandbox = await self._sandbox(slot, upstream)
+            command = [substitute(part, sandbox) for part in upstream.command or []]
+            env = {k: substitute(v, sandbox) for k, v in upstream.env.items()}
+            cwd = substitute(upstream.cwd, sandbox) if upstream.cwd else None
+        except (ConfigError, OSError) as exc:
+            raise UpstreamError(f"upstream {slot.name!r}: {exc}") from exc
+        if cwd is not None:
+            cwd = str(self.runtime.settings.resolve_path(cwd))
+        process = StdioProcess(
+            name=slot.name,
+            command=command,
+            env=env,
+            cwd=cwd,
+            recorder=self.recorder,
+            on_exit=lambda p: self._exited(slot, p),
+            inject_traceparent=self.runtime.settings.recording.inject_traceparent,
+            listeners=slot.listeners,
+        )
+        try:
+            await process.start(exchange, self.timeout(slot.name))
+        except UpstreamError as exc:
+            slot.crashes += 1
+            slot.not_before = time.monotonic() + self._backoff(slot)
+            log.error("%s", exc)
+            raise
+        slot.process = process
+        log.info("upstream %s started (pid %s): %s", slot.name, process.pid, " ".join(command))
+        return process
+
+    @staticmethod
+    def _backoff(slot: Slot) -> float:
+        return float(min(MAX_BACKOFF_S, 0.25 * 2 ** max(slot.crashes - 1, 0)))
+
+    def _exited(self, slot: Slot, process: StdioProcess) -> None:
+        """The process died on its own: record the crash, schedule a restart (shared only)."""
+        lived = (time.time_ns() - process.started_ns) / 1e9
+        slot.crashes = slot.crashes + 1 if lived < QUICK_CRASH_S else 1
+        slot.not_before = time.monotonic() + self._backoff(slot)
+        message = f"upstream {slot.name!r} exited with code {process.exit_code}"
+        log.error("%s; stderr tail:\n%s", message, process.stderr_tail())
+        exchange = slot.last_exchange
+        if exchange is not None:
+            self._record_crash(exchange, process, message)
+        if slot.process is process:
+            slot.process = None
+        if slot.run is None and not self.closed:
+            slot.restart_task = asyncio.get_running_loop().create_task(self._restart(slot))
+
+    def _record_crash(self, exchange: Exchange, process: StdioProcess, message: str) -> None:
+        span = self.recorder.tracer.start_span(
+            f"upstream exited {process.name}",
+            context=exchange.run.context,
+            kind=SpanKind.INTERNAL,
+            attributes={
+                semconv.RUN_ID: exchange.run.id,
+                semconv.UPSTREAM: process.name,
+                semconv.NETWORK_TRANSPORT: "pipe",
+                semconv.ERROR_TYPE: semconv.ERR_UNAVAILABLE,
+                EXIT_CODE_ATTRIBUTE: process.exit_code if process.exit_code is not None else -1,
+                STDERR_ATTRIBUTE: process.stderr_tail(),
+            },
+        )
+        span.set_status(Status(StatusCode.ERROR, message))
+        span.end()
+
+    async def _restart(self, slot: Slot) -> None:
+        exchange = slot.last_exchange
+        if exchange is None:
+            return
+        with contextlib.suppress(UpstreamError):
+            await self.process_for(slot.name, exchange)
+
+    async def recycle(self, name: str, run: RunInfo, process: StdioProcess) -> None:
+        """After a hang: stop the process; a shared upstream starts again on the next call."""
+        slot = self.slot(name, run)
+        if slot.process is process:
+            slot.process = None
+        await process.stop(grace=0.5)
+        if slot.run is None and not self.closed and slot.last_exchange is not None:
+            slot.restart_task = asyncio.get_running_loop().create_task(self._restart(slot))
+
+    async def stop_run(self, run_id: str) -> None:
+        """Stop every per-run process of a run (its sandboxes stay)."""
+        for key in [k for k in self.per_run if k[1] == run_id]:
+            slot = self.per_run.pop(key)
+            if slot.process is not None:
+                await slot.process.stop()
+
+    async def after_finish(self, _runtime: Runtime, run: RunRow) -> None:
+        """`after_finish_hooks` entry: the run is over, its processes go."""
+        await self.stop_run(run.id)
+
+    async def close(self) -> None:
+        """Stop every process (on shutdown)."""
+        self.closed = True
+        slots = [*self.shared.values(), *self.per_run.values()]
+        for slot in slots:
+            if slot.restart_task is not None:
+                slot.restart_task.cancel()
+        await asyncio.gather(
+            *(s.process.stop() for s in slots if s.process is not None), return_exceptions=True
+        )
+        self.shared.clear()
+        self.per_run.clear()
+
+    def describe(self) -> dict[str, Any]:
+        """Running processes, for diagnostics and tests."""
+        return {
+            "shared": {n: s.process.pid if s.process else None for n, s in self.shared.items()},
+            "per_run": {
+                f"{n}/{r}": s.process.pid if s.process else None
+                for (n, r), s in self.per_run.items()
+            },
+        }
