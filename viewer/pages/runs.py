@@ -64,10 +64,13 @@ def _filter_from(params: dict[str, str]) -> queries.RunFilter:
 def _runs_html(store: Store, params: dict[str, str], fragment: bool) -> str:
     run_filter = _filter_from(params)
     cursor = params.get("cursor") or None
-    listing = queries.list_runs(store, run_filter, cursor=cursor)
+    limit = params.get("limit", "")
+    page_size = int(limit) if limit.isdigit() else queries.DEFAULT_PAGE_SIZE
+    listing = queries.list_runs(store, run_filter, cursor=cursor, limit=page_size)
     shown = {name: params[name].strip() for name in URL_FILTERS if params.get(name, "").strip()}
+    paging = {"limit": str(page_size)} if limit.isdigit() else {}
     next_url = (
-        "/runs?" + urlencode({**shown, "cursor": listing.next_cursor})
+        "/runs?" + urlencode({**shown, **paging, "cursor": listing.next_cursor})
         if listing.next_cursor
         else None
     )
@@ -75,7 +78,7 @@ def _runs_html(store: Store, params: dict[str, str], fragment: bool) -> str:
         "lines": run_lines(store, listing.runs),
         "filters": shown,
         "next_url": next_url,
-        "first_url": "/runs?" + urlencode(shown) if cursor else None,
+        "first_url": "/runs?" + urlencode({**shown, **paging}) if cursor else None,
         "statuses": STATUSES,
         "components": COMPONENT_ORDER,
         "flags": FLAGS,

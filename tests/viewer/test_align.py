@@ -1,0 +1,76 @@
+"""The multiple alignment of tool-call sequences."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from viewer.align import align_calls, canonical_arguments
+
+LOOKUP = ("lookup_order", '{"order_id":"A-1001"}')
+BAD_LOOKUP = ("lookup_order", '{"order_id":"A1001"}')
+REFUND = ("issue_refund", '{"amount":42.5}')
+WRONG_REFUND = ("issue_refund", '{"amount":425}')
+
+
+def column(rows: list[list[int | None]], trial: int) -> list[int | None]:
+    return [row[trial] for row in rows]
+
+
+def test_identical_trials_do_not_diverge() -> None:
+    alignment = align_calls([[LOOKUP, REFUND]] * 5)
+    assert alignment.rows == [[0] * 5, [1] * 5]
+    assert alignment.first_divergence is None
+
+
+def test_a_retry_opens_a_gap_instead_of_shifting_later_calls() -> None:
+    alignment = align_calls([[LOOKUP, REFUND], [BAD_LOOKUP, LOOKUP, REFUND], [LOOKUP, REFUND]])
+    assert alignment.rows == [[None, 0, None], [0, 1, 0], [1, 2, 1]]
+    assert alignment.first_divergence == 0
+
+
+def test_other_arguments_stay_on_the_same_row_and_mark_the_divergence() -> None:
+    alignment = align_calls([[LOOKUP, REFUND], [LOOKUP, WRONG_REFUND], [LOOKUP]])
+    assert alignment.rows == [[0, 0, 0], [1, 1, None]]
+    assert alignment.first_divergence == 1
+
+
+def test_five_trials_of_a_flaky_task() -> None:
+    trials = [
+        [LOOKUP, REFUND],
+        [LOOKUP, WRONG_REFUND],
+        [BAD_LOOKUP, LOOKUP, REFUND],
+        [LOOKUP],
+        [LOOKUP, REFUND],
+    ]
+    alignment = align_calls(trials)
+    assert alignment.rows == [
+        [None, None, 0, None, None],
+        [0, 0, 1, 0, 0],
+        [1, 1, 2, None, 1],
+    ]
+    assert alignment.first_divergence == 0
+
+
+def test_no_trials_and_no_calls() -> None:
+    assert align_calls([]).rows == []
+    assert align_calls([[], []]).first_divergence is None
+
+
+def test_canonical_arguments_ignore_key_order() -> None:
+    assert canonical_arguments({"b": 1, "a": [2]}) == canonical_arguments({"a": [2], "b": 1})
+
+
+calls = st.lists(st.sampled_from([LOOKUP, BAD_LOOKUP, REFUND, WRONG_REFUND]), max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(calls, min_size=1, max_size=5))
+def test_every_call_appears_once_in_order(trials: list[list[tuple[str, str]]]) -> None:
+    alignment = align_calls(trials)
+    for trial, sequence in enumerate(trials):
+        placed = [i for i in column(alignment.rows, trial) if i is not None]
+        assert placed == list(range(len(sequence)))
+    assert all(any(i is not None for i in row) for row in alignment.rows)
+    if alignment.first_divergence is None:
+        assert all(t == trials[0] for t in trials)

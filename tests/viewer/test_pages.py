@@ -1,0 +1,196 @@
+"""Viewer pages over real HTTP: content, filters in the URL, escaping, CSP, errors, verdicts."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import httpx
+import pytest
+
+import viewer
+from tests.viewer.conftest import NightServer
+from tests.viewer.data import HOSTILE_RESULT
+from viewer.assets import CSP
+
+
+def get(server: NightServer, path: str, **headers: str) -> httpx.Response:
+    return httpx.get(server.url + path, headers=headers, timeout=30)
+
+
+def pages(server: NightServer) -> list[str]:
+    night = server.night
+    a, b = night.experiments["last-week"], night.experiments["last-night"]
+    run = night.runs[("last-night", "refund-order", 1)]
+    call = night.spans[run][1]
+    return [
+        "/",
+        "/experiments",
+        f"/experiments/{b}",
+        "/runs",
+        "/runs?component=outcome",
+        "/runs/options",
+        f"/runs/{run}",
+        f"/runs/{run}/live",
+        f"/runs/{run}/row",
+        f"/runs/{run}/spans/{call}",
+        f"/compare/runs?experiment={b}&task=refund-order",
+        f"/compare/runs?run={run}&run={night.runs[('last-night', 'refund-order', 0)]}",
+        f"/compare/experiments?a={a}&b={b}",
+        "/compare/experiments",
+        "/static/tracecard.css",
+        "/static/vendor/htmx.min.js",
+        "/runs/nope",  # errors are pages with the same headers
+        "/experiments/nope",
+    ]
+
+
+def test_public_surface() -> None:
+    assert set(viewer.__all__) >= {"feature", "CSP", "align_calls", "build_trace"}
+    handlers, setup = viewer.feature()
+    assert len(handlers) == 1 and setup is None
+
+
+def test_every_viewer_response_sends_the_strict_csp(night_server: NightServer) -> None:
+    for path in pages(night_server):
+        response = get(night_server, path)
+        assert response.status_code in (200, 404), (path, response.status_code, response.text)
+        assert response.headers["content-security-policy"] == CSP, path
+        assert response.headers["x-content-type-options"] == "nosniff", path
+    assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP
+
+
+class _Elements(HTMLParser):
+    """Every start tag with its attributes, as a browser's parser would see them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def elements(html: str) -> list[tuple[str, dict[str, str | None]]]:
+    parser = _Elements()
+    parser.feed(html)
+    return parser.tags
+
+
+def test_pages_have_no_inline_script_or_style(night_server: NightServer) -> None:
+    for path in pages(night_server):
+        if path.startswith("/static"):
+            continue
+        for tag, attrs in elements(get(night_server, path).text):
+            assert tag != "style", path
+            assert tag != "script" or attrs.get("src") == "/static/vendor/htmx.min.js", path
+            assert "style" not in attrs, (path, tag)
+            assert not [a for a in attrs if a.startswith("on")], (path, tag, attrs)
+            assert not (attrs.get("href") or "").lower().startswith("javascript:"), path
+    html = get(night_server, "/runs").text
+    assert '<script src="/static/vendor/htmx.min.js" defer></script>' in html
+    assert 'name="htmx-config"' in html and "&#34;allowEval&#34;:false" in html
+
+
+def test_experiment_page_shows_the_matrix_flags_exports_and_agreement(night_server) -> None:
+    experiment = night_server.night.experiments["last-night"]
+    html = get(night_server, f"/experiments/{experiment}").text
+    assert "refund-order" in html and "⇄ flaky" in html
+    assert "pass@5" in html and "pass^5" in html and "95% CI" in html
+    for ext in ("json", "csv", "md", "xml"):
+        assert f"/api/experiments/{experiment}/scorecard.{ext}" in html
+    assert "hallucinated completion" in html
+    assert "Agreement with people" in html
+
+
+def test_runs_filters_live_in_the_url_and_the_table_updates_alone(night_server) -> None:
+    experiment = night_server.night.experiments["last-night"]
+    url = f"/runs?experiment={experiment}&component=outcome"
+    full = get(night_server, url).text
+    assert "<html" in full and 'value="outcome" selected' in full
+    fragment = get(night_server, url, **{"HX-Request": "true", "HX-Target": "runs-table"}).text
+    assert fragment.startswith('<div id="runs-table"') and "<html" not in fragment
+    assert fragment.count('<tr id="run-') == 7  # 2 refund-order + 5 book-flight trials
+
+
+def test_runs_pages_follow_the_cursor(night_server) -> None:
+    seen: list[str] = []
+    url: str | None = "/runs?limit=20"
+    for _ in range(5):
+        html = get(night_server, url).text
+        seen += re.findall(r'<tr id="run-([0-9a-f]+)"', html)
+        found = re.search(r'href="(/runs\?[^"]*cursor=[^"]+)"', html)
+        url = found.group(1).replace("&amp;", "&") if found else None
+        if url is None:
+            break
+        assert "limit=20" in url
+    assert len(seen) == len(set(seen)) == 42  # 40 trials, the hostile run, the live run
+    assert "Newest" in html
+
+
+def test_hostile_payloads_are_escaped_text(night_server) -> None:
+    run = night_server.night.hostile_run
+    call = night_server.night.spans[run][0]
+    page = get(night_server, f"/runs/{run}").text
+    detail = get(night_server, f"/runs/{run}/spans/{call}").text
+    for html in (page, detail):
+        assert "<script>window" not in html and "<img src=x" not in html
+        assert "<b onmouseover" not in html and 'href="javascript:' not in html
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in detail
+    assert '<details class="payload"' in detail and "KB</span>" in detail  # collapsed, sized
+    full = get(night_server, f"/runs/{run}/spans/{call}/payload?key=gen_ai.tool.call.result")
+    assert "&lt;img src=x onerror=" in full.text and len(full.text) > len(HOSTILE_RESULT)
+
+
+def test_missing_pages_are_pages(night_server) -> None:
+    response = get(night_server, "/runs/nope")
+    assert response.status_code == 404 and "text/html" in response.headers["content-type"]
+    assert "no run with id" in response.text
+    assert get(night_server, "/static/../../pyproject.toml").status_code == 404
+    assert get(night_server, "/static/secret.txt").status_code == 404
+
+
+def test_verdict_is_stored_and_agreement_changes(night_server) -> None:
+    night = night_server.night
+    run = night.runs[("last-week", "list-files", 1)]
+    before = get(night_server, f"/experiments/{night.experiments['last-week']}").text
+    assert "No verdicts yet" in before
+    response = httpx.post(
+        f"{night_server.url}/runs/{run}/verdicts",
+        data={"component": "safety", "agree": "no", "note": "<i>path was fine</i>"},
+        headers={"HX-Request": "true", "Origin": night_server.url},
+    )
+    assert response.status_code == 200
+    assert "&lt;i&gt;path was fine&lt;/i&gt;" in response.text and "0%" in response.text
+    after = get(night_server, f"/experiments/{night.experiments['last-week']}").text
+    assert re.search(r'rate-safety">0%', after)
+
+
+def test_cross_site_verdict_posts_are_refused(night_server) -> None:
+    run = night_server.night.runs[("last-week", "weather", 0)]
+    response = httpx.post(
+        f"{night_server.url}/runs/{run}/verdicts",
+        data={"component": "outcome", "agree": "yes"},
+        headers={"Origin": "https://evil.example"},
+    )
+    assert response.status_code == 403
+    bad = httpx.post(f"{night_server.url}/runs/{run}/verdicts", data={"component": "outcome"})
+    assert bad.status_code == 400 and "agree" in bad.text
+
+
+@pytest.mark.parametrize("missing", ["/nonexistent/htmx.min.js"])
+def test_a_clear_page_error_when_htmx_is_missing(night_server, monkeypatch, missing) -> None:
+    monkeypatch.setenv("TRACECARD_HTMX_JS", missing)
+    response = get(night_server, "/runs")
+    assert response.status_code == 503 and "scripts/setup" in response.text
+    assert response.headers["content-security-policy"] == CSP
+    assert get(night_server, "/static/vendor/htmx.min.js").status_code == 404
+
+
+def test_only_runs_in_progress_poll(night_server) -> None:
+    night = night_server.night
+    live = get(night_server, f"/runs/{night.live_run}").text
+    done = get(night_server, f"/runs/{night.runs[('last-week', 'weather', 0)]}").text
+    assert 'hx-trigger="every 2s"' in live and 'hx-trigger="every 2s"' not in done
+    rows = get(night_server, "/runs").text
+    assert rows.count('hx-trigger="every 2s"') == 1
