@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -33,7 +34,7 @@ from scorers import (
 from server.lifecycle import RunError, new_run_row
 from server.settings import Settings
 from traces import semconv
-from traces.models import ExperimentRow, RunRow, ScoreRow, SuiteRow, VerdictRow
+from traces.models import ExperimentRow, RunRow, SuiteRow, VerdictRow
 from traces.store import Store
 
 SCORABLE = ("finished", "errored", "timed_out", "aborted")
@@ -209,18 +210,21 @@ def evaluation_events(components: Sequence[ComponentScore]) -> list[dict[str, An
     return events
 
 
-def score_rows(run: RunRow, scores: RunScores) -> list[ScoreRow]:
+def score_rows(run: RunRow, scores: RunScores) -> list[dict[str, Any]]:
+    """ScoreRow column values for a run's scores."""
+    now = datetime.now(UTC)
     return [
-        ScoreRow(
-            run_id=run.id,
-            component=c.component,
-            value=c.value,
-            passed=c.passed,
-            evidence=c.evidence,
-            scorer=c.scorer,
-            scorer_version=c.version,
-            suite_version=run.suite_version,
-        )
+        {
+            "run_id": run.id,
+            "component": c.component,
+            "value": c.value,
+            "passed": c.passed,
+            "evidence": c.evidence,
+            "scorer": c.scorer,
+            "scorer_version": c.version,
+            "suite_version": run.suite_version,
+            "created_at": now,
+        }
         for c in scores.components
     ]
 
@@ -239,7 +243,7 @@ def rescore(
     for start in range(0, len(runs), chunk):
         batch = [r for r in runs[start : start + chunk] if r.status in SCORABLE]
         spans = store.spans_for_runs(batch)
-        rows: dict[str, list[ScoreRow]] = {}
+        rows: dict[str, list[dict[str, Any]]] = {}
         flags: dict[str, list[str]] = {}
         events: dict[str, list[dict[str, Any]]] = {}
         for run in batch:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import Engine, RowMapping, bindparam, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, SQLModel
 
@@ -38,6 +38,24 @@ def span_row_to_dict(row: SpanRow) -> SpanDict:
         "resource": row.resource,
         "scope": row.scope,
         "run_id": row.run_id,
+    }
+
+
+def _mapping_to_dict(row: RowMapping) -> SpanDict:
+    return {
+        "trace_id": row["trace_id"],
+        "span_id": row["span_id"],
+        "parent_span_id": row["parent_span_id"],
+        "name": row["name"],
+        "kind": row["kind"],
+        "start_time_unix_nano": row["start_ns"],
+        "end_time_unix_nano": row["end_ns"],
+        "status": {"code": row["status_code"], "message": row["status_message"]},
+        "attributes": row["attributes"],
+        "events": row["events"],
+        "resource": row["resource"],
+        "scope": row["scope"],
+        "run_id": row["run_id"],
     }
 
 
@@ -182,54 +200,59 @@ class Store:
 
     # --- scores ---------------------------------------------------------------------------------
     def spans_for_runs(self, runs: Sequence[RunRow]) -> dict[str, list[SpanDict]]:
-        """Spans of many runs in two queries (by run id and by trace id), each in start order."""
+        """Spans of many runs (by run id, then by trace id), each in start order; Core rows,
+        not ORM objects, because rescoring reads hundreds of thousands of them."""
         by_run: dict[str, list[SpanDict]] = {run.id: [] for run in runs}
-        if not runs:
-            return by_run
         run_of_trace = {run.trace_id: run.id for run in runs}
+        table = SpanRow.__table__  # type: ignore[attr-defined]
         seen: set[str] = set()
-        with self.session() as session:
-            for chunk_start in range(0, len(runs), 500):
-                chunk = runs[chunk_start : chunk_start + 500]
-                ids = [run.id for run in chunk]
-                traces = [run.trace_id for run in chunk]
-                for row in session.scalars(
-                    select(SpanRow).where(SpanRow.run_id.in_(ids))  # type: ignore[union-attr]
-                ):
-                    seen.add(row.span_id)
-                    by_run[row.run_id or ""].append(span_row_to_dict(row))
-                for row in session.scalars(
-                    select(SpanRow).where(SpanRow.trace_id.in_(traces))  # type: ignore[attr-defined]
-                ):
-                    if row.span_id not in seen:
-                        seen.add(row.span_id)
-                        by_run[run_of_trace[row.trace_id]].append(span_row_to_dict(row))
+        with self.engine.connect() as connection:
+            for start in range(0, len(runs), 500):
+                chunk = runs[start : start + 500]
+                by_id = select(table).where(table.c.run_id.in_([r.id for r in chunk]))
+                for row in connection.execute(by_id).mappings():
+                    seen.add(row["span_id"])
+                    by_run[row["run_id"]].append(_mapping_to_dict(row))
+                by_trace = select(table).where(table.c.trace_id.in_([r.trace_id for r in chunk]))
+                for row in connection.execute(by_trace).mappings():
+                    if row["span_id"] not in seen:
+                        seen.add(row["span_id"])
+                        by_run[run_of_trace[row["trace_id"]]].append(_mapping_to_dict(row))
         for spans in by_run.values():
             spans.sort(key=lambda s: (s["start_time_unix_nano"], s["span_id"]))
         return by_run
 
     def replace_scores(
         self,
-        scores: dict[str, list[ScoreRow]],
+        scores: dict[str, list[dict[str, Any]]],
         flags: dict[str, list[str]],
         root_events: dict[str, list[dict[str, Any]]],
     ) -> None:
-        """Replace the scores and flags of runs (and their roots' evaluation events) at once."""
+        """Replace the scores and flags of runs (and their roots' evaluation events) at once;
+        `scores` maps a run id to ScoreRow column values."""
         if not scores:
             return
+        scores_table = ScoreRow.__table__  # type: ignore[attr-defined]
+        runs_table = RunRow.__table__  # type: ignore[attr-defined]
+        spans_table = SpanRow.__table__  # type: ignore[attr-defined]
+        rows = [row for run_rows in scores.values() for row in run_rows]
         with self.writing() as session:
-            session.execute(
-                delete(ScoreRow).where(ScoreRow.run_id.in_(list(scores)))  # type: ignore[attr-defined]
-            )
-            for rows in scores.values():
-                session.add_all(rows)
-            for run_id, run_flags in flags.items():
+            session.execute(delete(scores_table).where(scores_table.c.run_id.in_(list(scores))))
+            if rows:
+                session.execute(scores_table.insert(), rows)
+            if flags:
                 session.execute(
-                    update(RunRow).where(RunRow.id == run_id).values(flags=run_flags)  # type: ignore[arg-type]
+                    update(runs_table)
+                    .where(runs_table.c.id == bindparam("run"))
+                    .values(flags=bindparam("new_flags")),
+                    [{"run": k, "new_flags": v} for k, v in flags.items()],
                 )
-            for span_id, events in root_events.items():
+            if root_events:
                 session.execute(
-                    update(SpanRow).where(SpanRow.span_id == span_id).values(events=events)  # type: ignore[arg-type]
+                    update(spans_table)
+                    .where(spans_table.c.span_id == bindparam("span"))
+                    .values(events=bindparam("new_events")),
+                    [{"span": k, "new_events": v} for k, v in root_events.items()],
                 )
 
     def scores_for_runs(self, run_ids: Sequence[str]) -> dict[str, list[ScoreRow]]:
