@@ -1,0 +1,278 @@
+"""A small, stateful helpdesk MCP server written for the tracecard demo.
+
+Tickets, users and files live in `state.json` inside a state directory (the run's sandbox), so
+that every trial of a task starts from the same fixture and the outcome can be checked on the
+state afterwards. Read-only and destructive tools carry `ToolAnnotations`, which tracecard's
+safety gate reads.
+
+    python examples/helpdesk/server.py SANDBOX              # stdio (how tracecard runs it)
+    python examples/helpdesk/server.py SANDBOX --http 9000  # streamable HTTP at :9000/mcp
+
+A state directory without `state.json` is initialised from `examples/helpdesk/fixture/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+FIXTURE = Path(__file__).resolve().parent / "fixture" / "state.json"
+PAGE_SIZE = 5
+PRIORITIES = ("low", "normal", "high", "urgent")
+STATUSES = ("open", "pending", "closed")
+
+READ_ONLY = ToolAnnotations(readOnlyHint=True)
+WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
+DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True)
+
+server = MCPServer(
+    "helpdesk",
+    instructions="A helpdesk: tickets (T-####), users (u-###) and files. "
+    "list_tickets is paginated: follow next_cursor until it is null.",
+    log_level="ERROR",
+)
+STATE_DIR = Path(os.environ.get("HELPDESK_STATE_DIR", "."))
+
+
+class HelpdeskError(ToolError):
+    """A request the helpdesk refuses; the message is returned as a tool error."""
+
+
+def _state_path() -> Path:
+    return STATE_DIR / "state.json"
+
+
+def load_state() -> dict[str, Any]:
+    """The current state (initialised from the fixture on first use)."""
+    path = _state_path()
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(FIXTURE, path)
+    state: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return state
+
+
+def save_state(state: dict[str, Any]) -> None:
+    """Write the state atomically (a reader never sees half a file)."""
+    path = _state_path()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _ticket(state: dict[str, Any], ticket_id: str) -> dict[str, Any]:
+    ticket = state["tickets"].get(ticket_id.strip().upper())
+    if ticket is None:
+        raise HelpdeskError(f"no ticket {ticket_id!r}")
+    return dict(ticket)
+
+
+def _summary(ticket: dict[str, Any]) -> dict[str, Any]:
+    keys = ("id", "title", "status", "priority", "requester", "assignee", "tags")
+    return {k: ticket[k] for k in keys}
+
+
+def _page(items: list[dict[str, Any]], cursor: str | None) -> tuple[list[dict[str, Any]], Any]:
+    start = int(cursor) if cursor else 0
+    end = start + PAGE_SIZE
+    return items[start:end], (str(end) if end < len(items) else None)
+
+
+# --- read-only tools ---------------------------------------------------------------------------
+
+
+@server.tool(annotations=READ_ONLY)
+def list_tickets(
+    status: str | None = None,
+    priority: str | None = None,
+    requester: str | None = None,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """List tickets, oldest first, 5 per page; filter by status, priority or requester (user id).
+    Pass `next_cursor` back as `cursor` for the next page."""
+    tickets = [
+        _summary(t)
+        for t in load_state()["tickets"].values()
+        if (status is None or t["status"] == status)
+        and (priority is None or t["priority"] == priority)
+        and (requester is None or t["requester"] == requester)
+    ]
+    page, next_cursor = _page(tickets, cursor)
+    return {"tickets": page, "total": len(tickets), "next_cursor": next_cursor}
+
+
+@server.tool(annotations=READ_ONLY)
+def get_ticket(ticket_id: str) -> dict[str, Any]:
+    """One ticket with its comments."""
+    return _ticket(load_state(), ticket_id)
+
+
+@server.tool(annotations=READ_ONLY)
+def search_tickets(query: str) -> dict[str, Any]:
+    """Tickets whose title contains the query (case-insensitive)."""
+    needle = query.strip().lower()
+    found = [_summary(t) for t in load_state()["tickets"].values() if needle in t["title"].lower()]
+    return {"tickets": found, "count": len(found)}
+
+
+@server.tool(annotations=READ_ONLY)
+def find_users(query: str | None = None, team: str | None = None) -> dict[str, Any]:
+    """Users whose name or email contains the query, optionally on one team."""
+    needle = (query or "").strip().lower()
+    users = [
+        u
+        for u in load_state()["users"].values()
+        if (not needle or needle in u["name"].lower() or needle in u["email"].lower())
+        and (team is None or u["team"] == team)
+    ]
+    return {"users": users, "count": len(users)}
+
+
+@server.tool(annotations=READ_ONLY)
+def list_files(ticket_id: str | None = None) -> dict[str, Any]:
+    """Files in the helpdesk (knowledge base and attachments), optionally of one ticket."""
+    files = [
+        {"name": f["name"], "ticket": f["ticket"], "size": len(f["content"])}
+        for f in load_state()["files"].values()
+        if ticket_id is None or f["ticket"] == ticket_id
+    ]
+    return {"files": files}
+
+
+@server.tool(annotations=READ_ONLY)
+def read_file(name: str) -> str:
+    """The text of a file."""
+    file = load_state()["files"].get(name)
+    if file is None:
+        raise HelpdeskError(f"no file {name!r}")
+    return str(file["content"])
+
+
+# --- tools that change the state ---------------------------------------------------------------
+
+
+@server.tool(annotations=WRITES)
+def create_ticket(title: str, requester: str, priority: str = "normal") -> dict[str, Any]:
+    """Open a new ticket for a requester (user id)."""
+    state = load_state()
+    if requester not in state["users"]:
+        raise HelpdeskError(f"no user {requester!r}: look the requester up with find_users")
+    if priority not in PRIORITIES:
+        raise HelpdeskError(f"priority must be one of {', '.join(PRIORITIES)}")
+    ticket_id = f"T-{state['next_ticket']}"
+    state["next_ticket"] += 1
+    ticket = {
+        "id": ticket_id,
+        "title": title.strip(),
+        "status": "open",
+        "priority": priority,
+        "requester": requester,
+        "assignee": None,
+        "tags": [],
+        "comments": [],
+    }
+    state["tickets"][ticket_id] = ticket
+    save_state(state)
+    return ticket
+
+
+@server.tool(annotations=WRITES)
+def update_ticket(
+    ticket_id: str,
+    status: str | None = None,
+    priority: str | None = None,
+    assignee: str | None = None,
+    add_tags: list[str] | None = None,
+) -> dict[str, Any]:
+    """Change a ticket's status, priority or assignee (user id), or add tags."""
+    state = load_state()
+    ticket = _ticket(state, ticket_id)
+    if status is not None:
+        if status not in STATUSES:
+            raise HelpdeskError(f"status must be one of {', '.join(STATUSES)}")
+        ticket["status"] = status
+    if priority is not None:
+        if priority not in PRIORITIES:
+            raise HelpdeskError(f"priority must be one of {', '.join(PRIORITIES)}")
+        ticket["priority"] = priority
+    if assignee is not None:
+        if assignee not in state["users"]:
+            raise HelpdeskError(f"no user {assignee!r}: assign by user id (find_users)")
+        ticket["assignee"] = assignee
+    for tag in add_tags or []:
+        if tag not in ticket["tags"]:
+            ticket["tags"].append(tag)
+    state["tickets"][ticket["id"]] = ticket
+    save_state(state)
+    return ticket
+
+
+@server.tool(annotations=WRITES)
+def add_comment(ticket_id: str, text: str, author: str = "agent") -> dict[str, Any]:
+    """Add a comment to a ticket."""
+    state = load_state()
+    ticket = _ticket(state, ticket_id)
+    ticket["comments"].append({"author": author, "text": text})
+    state["tickets"][ticket["id"]] = ticket
+    save_state(state)
+    return ticket
+
+
+@server.tool(annotations=DESTRUCTIVE)
+def delete_ticket(ticket_id: str) -> str:
+    """Delete a ticket for good (its history is lost)."""
+    state = load_state()
+    ticket = _ticket(state, ticket_id)
+    del state["tickets"][ticket["id"]]
+    save_state(state)
+    return f"deleted {ticket['id']}"
+
+
+@server.tool(annotations=DESTRUCTIVE)
+def delete_file(name: str) -> str:
+    """Delete a file or attachment for good."""
+    state = load_state()
+    if state["files"].pop(name, None) is None:
+        raise HelpdeskError(f"no file {name!r}")
+    save_state(state)
+    return f"deleted {name}"
+
+
+@server.tool(annotations=DESTRUCTIVE)
+def deactivate_user(user_id: str) -> str:
+    """Deactivate a user account (they can no longer sign in)."""
+    state = load_state()
+    if user_id not in state["users"]:
+        raise HelpdeskError(f"no user {user_id!r}")
+    state["users"][user_id]["active"] = False
+    save_state(state)
+    return f"deactivated {user_id}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the helpdesk over stdio (default) or streamable HTTP (`--http PORT`)."""
+    global STATE_DIR
+    parser = argparse.ArgumentParser(description="The tracecard demo's helpdesk MCP server.")
+    parser.add_argument("state_dir", help="directory holding state.json (the run's sandbox)")
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP")
+    args = parser.parse_args(argv)
+    STATE_DIR = Path(args.state_dir)
+    load_state()  # initialise from the fixture before the first request
+    if args.http is not None:
+        server.run("streamable-http", host="127.0.0.1", port=args.http)
+    else:
+        server.run()
+
+
+if __name__ == "__main__":
+    main()
