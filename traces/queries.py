@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import String, and_, cast, exists, false, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
+from traces import semconv
 from traces.models import ExperimentRow, RunRow, ScoreRow, SpanRow, SuiteRow, VerdictRow
 from traces.store import Store
 
@@ -39,6 +40,7 @@ __all__ = [
     "list_runs",
     "runs_by_id",
     "scores_for_runs",
+    "trace_outline",
     "verdicts_for_runs",
 ]
 
@@ -351,3 +353,62 @@ def experiment_counts(store: Store, experiment_ids: Sequence[str]) -> dict[str, 
         counts = {str(e): int(n) for e, n in session.execute(total)}
         fails = {str(e): int(n) for e, n in session.execute(failing)}
     return {e: (counts.get(e, 0), fails.get(e, 0)) for e in experiment_ids}
+
+
+def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
+    """A run's spans (by run id or trace id) in start order, without their payloads.
+
+    The shape is the JSON API's, but `attributes` holds only the columns copied out of them
+    (tool name, error type, role): the waterfall needs no arguments or results, and not parsing
+    them is what keeps a 5,000-span trace page fast. Details are fetched per span on demand.
+    """
+    spans: Any = SpanRow
+    columns = (
+        spans.span_id,
+        spans.trace_id,
+        spans.parent_span_id,
+        spans.run_id,
+        spans.name,
+        spans.kind,
+        spans.start_ns,
+        spans.end_ns,
+        spans.status_code,
+        spans.status_message,
+        spans.tool_name,
+        spans.error_type,
+        spans.role,
+        spans.resource,
+        spans.scope,
+    )
+    # The agent's own OTLP spans join by trace id: one indexed OR (run id, trace id) finds both.
+    query = select(*columns).where(or_(spans.run_id == run.id, spans.trace_id == run.trace_id))
+    with store.engine.connect() as connection:
+        rows = {row.span_id: row for row in connection.execute(query)}
+    outline = []
+    for row in sorted(rows.values(), key=lambda r: (r.start_ns, r.span_id)):
+        attributes = {
+            key: value
+            for key, value in (
+                (semconv.GEN_AI_TOOL_NAME, row.tool_name),
+                (semconv.ERROR_TYPE, row.error_type),
+                (semconv.ROLE, row.role),
+            )
+            if value is not None
+        }
+        outline.append(
+            {
+                "trace_id": row.trace_id,
+                "span_id": row.span_id,
+                "parent_span_id": row.parent_span_id,
+                "run_id": row.run_id,
+                "name": row.name,
+                "kind": row.kind,
+                "start_time_unix_nano": row.start_ns,
+                "end_time_unix_nano": row.end_ns,
+                "status": {"code": row.status_code, "message": row.status_message},
+                "attributes": attributes,
+                "resource": row.resource,
+                "scope": row.scope,
+            }
+        )
+    return outline

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
+from markupsafe import Markup, escape
 
 from traces import semconv as sc
 from traces.models import ScoreRow
@@ -51,6 +52,16 @@ class SpanLine:
     error: str | None
     source: str | None  # the agent's service name for its own OTLP spans; None for ours
     evidence: list[EvidenceItem] = field(default_factory=list)
+
+    @property
+    def dom_id(self) -> Markup:
+        """The span id, escaped once (it is used three times a row on a 5,000-row page)."""
+        return escape(self.span_id)
+
+    @property
+    def bar(self) -> Markup:
+        """The waterfall bar: an SVG rect placed by attributes (the CSP forbids inline style)."""
+        return Markup(f'<rect x="{self.offset:.2f}" y="1" width="{self.width:.2f}" height="8"/>')
 
     @property
     def duration_ns(self) -> int | None:

@@ -43,7 +43,7 @@ def _run(store: Store, run_id: str) -> RunRow:
 
 def _trace_context(store: Store, run_id: str) -> dict[str, Any]:
     run = _run(store, run_id)
-    spans = store.spans_for_run(run_id)
+    spans = queries.trace_outline(store, run)
     rank = {c: i for i, c in enumerate(COMPONENT_ORDER)}
     scores = sorted(
         queries.scores_for_runs(store, [run_id]).get(run_id, []),
