@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +30,7 @@ def wait_for_port(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+            out = _output(proc)
             raise RuntimeError(
                 f"server exited with {proc.returncode} before listening:\n{out[-3000:]}"
             )
@@ -53,24 +54,39 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
         proc.wait(timeout)
 
 
+def _output(proc: subprocess.Popen[bytes]) -> str:
+    log = getattr(proc, "log_file", None)
+    if log is None:
+        return ""
+    log.seek(0)
+    return str(log.read().decode(errors="replace"))
+
+
 @contextlib.contextmanager
 def spawn(
     args: list[str], port: int, env: dict[str, str] | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run `args` in its own process group, wait until it listens on `port`, stop it after."""
+    """Run `args` in its own process group, wait until it listens on `port`, stop it after.
+
+    Output goes to a temporary file, not a pipe: a pipe nobody reads fills up (64 KB of logged
+    tracebacks) and then blocks the server in the middle of a request.
+    """
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
         args,
         cwd=ROOT,
         env={**os.environ, **(env or {})},
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    proc.log_file = log  # type: ignore[attr-defined]
     try:
         wait_for_port(port, proc=proc)
         yield proc
     finally:
         stop(proc)
+        log.close()
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from server.app import asgi_app
+from server.runtime import Runtime
 from server.settings import Settings
 from tests.support.processes import free_port
 
@@ -51,3 +52,21 @@ def running_tracecard(settings: Settings) -> Iterator[RunningServer]:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+def runtime_of(running: RunningServer) -> Runtime:
+    """The live runtime of a running tracecard (tests set extensions such as `enforce` on it)."""
+    app = running.server.config.app
+    while not hasattr(app, "state"):  # token guard -> proxy router -> Litestar
+        app = app.app
+    runtime: Runtime = app.state.runtime
+    return runtime
+
+
+def await_flush(running: RunningServer) -> None:
+    """Wait until every span recorded so far is in the database (runs on the server's loop)."""
+    import httpx
+
+    # reading a run's spans flushes the recorder first; a throwaway run is enough
+    run_id = httpx.post(f"{running.url}/api/runs", json={}, timeout=30).json()["id"]
+    httpx.get(f"{running.url}/api/runs/{run_id}/spans", timeout=30).raise_for_status()
