@@ -359,8 +359,9 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
     """A run's spans (by run id or trace id) in start order, without their payloads.
 
     The shape is the JSON API's, but `attributes` holds only the columns copied out of them
-    (tool name, error type, role): the waterfall needs no arguments or results, and not parsing
-    them is what keeps a 5,000-span trace page fast. Details are fetched per span on demand.
+    (tool name, error type, role) and `resource` only `service.name`: the waterfall needs no
+    arguments or results, and not parsing them is what keeps a 5,000-span trace page fast.
+    Details are fetched per span on demand.
     """
     spans: Any = SpanRow
     columns = (
@@ -377,13 +378,13 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
         spans.tool_name,
         spans.error_type,
         spans.role,
-        spans.resource,
+        spans.resource["service.name"].as_string().label("service"),
         spans.scope,
     )
     # The agent's own OTLP spans join by trace id: one indexed OR (run id, trace id) finds both.
     query = select(*columns).where(or_(spans.run_id == run.id, spans.trace_id == run.trace_id))
     with store.engine.connect() as connection:
-        rows = {row.span_id: row for row in connection.execute(query)}
+        rows = {row.span_id: row for row in connection.execute(query).all()}
     outline = []
     for row in sorted(rows.values(), key=lambda r: (r.start_ns, r.span_id)):
         attributes = {
@@ -407,7 +408,7 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
                 "end_time_unix_nano": row.end_ns,
                 "status": {"code": row.status_code, "message": row.status_message},
                 "attributes": attributes,
-                "resource": row.resource,
+                "resource": {"service.name": row.service} if row.service is not None else {},
                 "scope": row.scope,
             }
         )
