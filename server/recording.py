@@ -15,7 +15,16 @@ from typing import Any, Final
 import orjson
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    Tracer,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from server.runs import RunInfo
@@ -109,7 +118,18 @@ def traceparent_of(message: Mapping[str, Any], headers: Mapping[str, str]) -> Co
         return None
     context = _PROPAGATOR.extract(carrier)
     span_context = trace.get_current_span(context).get_span_context()
-    return context if span_context.is_valid else None
+    if not span_context.is_valid:
+        return None
+    if not span_context.trace_flags.sampled:  # any valid flags: tracecard records every call
+        span_context = SpanContext(
+            trace_id=span_context.trace_id,
+            span_id=span_context.span_id,
+            is_remote=True,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            trace_state=span_context.trace_state,
+        )
+        context = trace.set_span_in_context(NonRecordingSpan(span_context))
+    return context
 
 
 def traceparent_header(span: Span) -> str:

@@ -94,11 +94,10 @@ async def _respond(
     writer: asyncio.StreamWriter,
 ) -> bool:
     """Answer one request; False when the connection must end now."""
-    message = (
-        json.loads(body)
-        if body and headers.get("content-type", "").startswith("application/json")
-        else None
-    )
+    try:  # a body that is not JSON is answered like a notification: 202, no body
+        message = json.loads(body) if body else None
+    except ValueError:
+        message = None
     if path.startswith("/slow"):
         await asyncio.sleep(float(target.rsplit("=", 1)[-1]) if "=" in target else 3.0)
     if path in ("/mcp", "/slow"):
@@ -184,6 +183,7 @@ def fake_upstream() -> Iterator[FakeUpstream]:
     fake = FakeUpstream(port=free_port())
     loop = asyncio.new_event_loop()
     started = threading.Event()
+    stopping = asyncio.Event()
 
     async def serve() -> None:
         server = await asyncio.start_server(
@@ -191,7 +191,7 @@ def fake_upstream() -> Iterator[FakeUpstream]:
         )
         started.set()
         async with server:
-            await server.serve_forever()
+            await stopping.wait()
 
     thread = threading.Thread(target=lambda: loop.run_until_complete(serve()), daemon=True)
     thread.start()
@@ -199,6 +199,5 @@ def fake_upstream() -> Iterator[FakeUpstream]:
     try:
         yield fake
     finally:
-        for task in asyncio.all_tasks(loop):
-            loop.call_soon_threadsafe(task.cancel)
+        loop.call_soon_threadsafe(stopping.set)
         thread.join(5)
