@@ -52,6 +52,7 @@ class Slot:
     crashes: int = 0
     not_before: float = 0.0  # monotonic time before which no restart is attempted
     last_exchange: Exchange | None = None
+    last_error: str | None = None  # why the last start failed (None after a good start)
     restart_task: asyncio.Task[None] | None = None
 
 
@@ -99,8 +100,11 @@ class StdioUpstreams:
             if self.closed:
                 raise UpstreamError(f"upstream {name!r}: tracecard is shutting down")
             wait = slot.not_before - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(min(wait, MAX_BACKOFF_S))
+            if wait > 0:  # backing off: fail fast rather than hold the agent for long
+                if slot.last_error is not None or wait > self.timeout(name):
+                    reason = slot.last_error or f"upstream {name!r} keeps crashing"
+                    raise UpstreamError(f"{reason} (next start attempt in {wait:.1f}s)")
+                await asyncio.sleep(wait)
             return await self._start(slot, exchange)
 
     async def _sandbox(self, slot: Slot, upstream: UpstreamSettings) -> Path | None:
@@ -148,9 +152,11 @@ class StdioUpstreams:
         except UpstreamError as exc:
             slot.crashes += 1
             slot.not_before = time.monotonic() + self._backoff(slot)
+            slot.last_error = str(exc)
             log.error("%s", exc)
             raise
         slot.process = process
+        slot.last_error = None
         log.info("upstream %s started (pid %s): %s", slot.name, process.pid, " ".join(command))
         return process
 

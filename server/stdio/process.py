@@ -54,6 +54,8 @@ class _Waiter:
     pending: PendingCall | None
     sink: Sink | None = None
     progress_token: Any = None
+    handshake: bool = False  # banners on stdout at start are tolerated
+    exchange: Exchange | None = None
 
 
 @dataclass
@@ -212,6 +214,8 @@ class StdioProcess:
         token = params.get("_meta", {}).get("progressToken") if isinstance(params, dict) else None
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(future, message.get("id"), pending, sink, token)
+        waiter.handshake = message.get("method") == "initialize"
+        waiter.exchange = self._exchange = exchange
         self._waiters[upstream_id] = waiter
         try:
             await self._write(forwarded)
@@ -293,7 +297,7 @@ class StdioProcess:
         self.exit_code = proc.returncode
         self._exited.set()
         self._fail_all(UpstreamError(self._failure(f"exited with code {self.exit_code}")))
-        if self.on_exit is not None and not self.stopping:
+        if self.on_exit is not None and not self.stopping and self.initialize_result:
             self.on_exit(self)
 
     def _fail_all(self, error: UpstreamError) -> None:
@@ -306,22 +310,22 @@ class StdioProcess:
 
     def _protocol_error(self, raw: bytes, reason: str) -> None:
         """A non-JSON-RPC line: recorded; the oldest open request gets a protocol error."""
-        exchange = self._exchange
+        target = next(
+            (w for w in self._waiters.values() if not w.future.done() and not w.handshake), None
+        )
+        exchange = target.exchange if target is not None else self._exchange
         if exchange is not None:
             span = self.recorder.unparsable(raw, reason, exchange, "upstream output")
             span.set_attribute(semconv.ERROR_TYPE, semconv.ERR_PROTOCOL)
             span.set_attribute(DIRECTION_ATTRIBUTE, "server_to_client")
             span.set_status(Status(StatusCode.ERROR, reason))
             span.end()
-        for waiter in self._waiters.values():
-            if not waiter.future.done():
-                waiter.future.set_exception(
-                    UpstreamError(
-                        f"upstream {self.name!r} broke the protocol: {reason}",
-                        semconv.ERR_PROTOCOL,
-                    )
+        if target is not None:
+            target.future.set_exception(
+                UpstreamError(
+                    f"upstream {self.name!r} broke the protocol: {reason}", semconv.ERR_PROTOCOL
                 )
-                break
+            )
 
     async def _dispatch_line(self, raw: bytes) -> None:
         try:
