@@ -69,7 +69,7 @@ async def _handle(
             fake.received.append(Received(method, target, headers, body))
             if not await _respond(fake, path, target, method, headers, body, writer):
                 return
-    except (asyncio.IncompleteReadError, ConnectionError):
+    except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
         pass
     finally:
         writer.close()
@@ -192,8 +192,16 @@ def fake_upstream() -> Iterator[FakeUpstream]:
         started.set()
         async with server:
             await stopping.wait()
+        handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in handlers:  # keep-alive connections and slow answers still open
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
 
-    thread = threading.Thread(target=lambda: loop.run_until_complete(serve()), daemon=True)
+    def run() -> None:
+        loop.run_until_complete(serve())
+        loop.close()
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     started.wait(10)
     try:
