@@ -1,0 +1,69 @@
+"""Settings: TOML file, environment overrides, and the refusal to expose tracecard tokenless."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from server.settings import ConfigError, Settings, load_settings
+from tests.support.tracecard import running_tracecard
+
+TOML = """
+upstream_timeout_s = 5
+[upstreams.tools]
+url = "http://127.0.0.1:9000/mcp"
+headers = { "X-Key" = "abc" }
+[upstreams.api]
+url = "http://127.0.0.1:9001"
+kind = "http"
+[recording]
+payload_cap_bytes = 1000
+"""
+
+
+def test_toml_then_environment(tmp_path: Path) -> None:
+    path = tmp_path / "tracecard.toml"
+    path.write_text(TOML)
+    environ = {
+        "TRACECARD_UPSTREAMS__TOOLS__URL": "http://127.0.0.1:9999/mcp",
+        "TRACECARD_RECORDING__INJECT_TRACEPARENT": "false",
+        "TRACECARD_MAX_BODY_BYTES": "1234",
+        "TRACECARD_TEST_IGNORED": "x",
+    }
+    settings = load_settings(path, environ=environ)
+    assert settings.upstreams["tools"].url == "http://127.0.0.1:9999/mcp"
+    assert settings.upstreams["tools"].headers == {"X-Key": "abc"}
+    assert settings.upstreams["api"].kind == "http"
+    assert settings.recording.payload_cap_bytes == 1000
+    assert settings.recording.inject_traceparent is False
+    assert settings.max_body_bytes == 1234 and settings.upstream_timeout_s == 5
+    assert settings.config_path == str(path)
+
+
+def test_bad_config_names_the_file_and_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('[upstreams.x]\nurl = "http://a"\ncommand = ["b"]\n')
+    with pytest.raises(ConfigError, match=r"bad\.toml: upstreams\.x.*exactly one of"):
+        load_settings(path, environ={})
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_settings(tmp_path / "missing.toml", environ={})
+
+
+def test_binding_beyond_loopback_needs_a_token() -> None:
+    with pytest.raises(ConfigError, match="0.0.0.0 exposes tracecard.*API token"):
+        load_settings(environ={"TRACECARD_HOST": "0.0.0.0"})
+    assert load_settings(environ={"TRACECARD_HOST": "0.0.0.0", "TRACECARD_API_TOKEN": "t"})
+
+
+def test_with_a_token_the_api_and_the_proxy_need_it(tmp_path: Path) -> None:
+    settings = Settings(db=f"sqlite:///{tmp_path / 'db.sqlite'}", api_token="s3cret")
+    with running_tracecard(settings) as running:
+        assert httpx.get(f"{running.url}/healthz").status_code == 200  # open for probes
+        assert httpx.post(f"{running.url}/api/runs", json={}).status_code == 401
+        assert httpx.post(f"{running.url}/mcp/x", json={}).status_code == 401
+        bearer = {"Authorization": "Bearer s3cret"}
+        assert httpx.post(f"{running.url}/api/runs", json={}, headers=bearer).status_code == 201
+        header = {"Tracecard-Token": "s3cret"}
+        assert httpx.post(f"{running.url}/mcp/x", json={}, headers=header).status_code == 404
