@@ -237,6 +237,7 @@ def main() -> None:
         "machine": (
             f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
         ),
+        "load_average_1m": round(os.getloadavg()[0], 2),  # other work sharing the cores
         "runs": options.runs,
         "spans_in_trace": options.spans,
         "load_s": round(loaded_s, 1),

@@ -356,7 +356,8 @@ def experiment_counts(store: Store, experiment_ids: Sequence[str]) -> dict[str, 
 
 
 def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
-    """A run's spans (by run id or trace id) in start order, without their payloads.
+    """A run's spans in start order, without their payloads: those with the run's id, and
+    those of the run's trace that name no run (an agent's own OTLP spans).
 
     The shape is the JSON API's, but `attributes` holds only the columns copied out of them
     (tool name, error type, role) and `resource` only `service.name`: the waterfall needs no
@@ -381,10 +382,14 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
         spans.resource["service.name"].as_string().label("service"),
         spans.scope,
     )
-    # The agent's own OTLP spans join by trace id: one indexed OR (run id, trace id) finds both.
-    query = select(*columns).where(or_(spans.run_id == run.id, spans.trace_id == run.trace_id))
+    # The agent's own OTLP spans join by trace id when they name no run. Two indexed queries:
+    # an OR of both conditions makes SQLite read every row twice and sort out duplicates.
+    by_run = select(*columns).where(spans.run_id == run.id)
+    by_trace = select(*columns).where(spans.trace_id == run.trace_id, spans.run_id.is_(None))
     with store.engine.connect() as connection:
-        rows = {row.span_id: row for row in connection.execute(query).all()}
+        rows = {row.span_id: row for row in connection.execute(by_run).all()}
+        for row in connection.execute(by_trace).all():
+            rows.setdefault(row.span_id, row)
     outline = []
     for row in sorted(rows.values(), key=lambda r: (r.start_ns, r.span_id)):
         attributes = {

@@ -117,3 +117,28 @@ def test_experiments_counts_and_choices(store: Store) -> None:
     assert choices.error_types == ["timeout", "tool_error"]
     runs = queries.experiment_runs(store, night.experiments["last-night"], "refund-order")
     assert [r.trial for r in runs] == [0, 1, 2, 3, 4]
+
+
+def test_trace_outline_joins_agent_spans_by_trace_and_leaves_payloads_out(store: Store) -> None:
+    night = build_night(store)
+    run = store.get_run(night.runs[("last-night", "refund-order", 0)])
+    assert run is not None
+    agent_span = {
+        "trace_id": run.trace_id,
+        "span_id": "a" * 16,
+        "parent_span_id": run.root_span_id,
+        "name": "chat gpt-4.1",
+        "start_time_unix_nano": 1,
+        "end_time_unix_nano": 2,
+        "attributes": {"gen_ai.request.model": "gpt-4.1"},  # no tracecard.run.id
+        "resource": {"service.name": "my-agent"},
+    }
+    store.insert_spans([agent_span])
+    outline = queries.trace_outline(store, run)
+    full = store.spans_for_run(run.id)
+    assert [s["span_id"] for s in outline] == [s["span_id"] for s in full]
+    assert outline[0]["span_id"] == "a" * 16 and outline[0]["resource"] == {
+        "service.name": "my-agent"
+    }
+    call = next(s for s in outline if s["name"] == "tools/call issue_refund")
+    assert call["attributes"] == {"gen_ai.tool.name": "issue_refund", "tracecard.role": "agent"}

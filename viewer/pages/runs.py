@@ -111,7 +111,9 @@ class RunPages(Controller):
             "hx-target"
         ) in ("runs-table",)
         body = await in_thread(_runs_html, runtime_of(state).store, params, fragment)
-        return html_response(body) if fragment else page_response(body)
+        response = html_response(body) if fragment else page_response(body)
+        response.headers["Vary"] = "HX-Request, HX-Target"  # one URL, fragment or full page
+        return response
 
     @get("/options")
     async def options(self, state: State) -> Response[str]:
