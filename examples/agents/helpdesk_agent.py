@@ -101,7 +101,11 @@ async def run_helpdesk_agent(env: Mapping[str, str], style: str, seed: int = 0) 
     if env.get("TRACECARD_API_TOKEN"):
         headers["Tracecard-Token"] = env["TRACECARD_API_TOKEN"]
     toolset: MCPToolset[None] = MCPToolset(
-        upstream_url(env), id=UPSTREAM, headers=headers or None, tool_error_behavior="retry"
+        upstream_url(env),
+        id=UPSTREAM,
+        headers=headers or None,
+        tool_error_behavior="retry",
+        init_timeout=60,
     )
     agent = Agent(
         scripted_model(script_for(task_id, style, trial, seed)),

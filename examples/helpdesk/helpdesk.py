@@ -1,19 +1,12 @@
-"""A small, stateful helpdesk MCP server written for the tracecard demo.
+"""The helpdesk MCP server: tickets, users and files in `state.json` of a state directory.
 
-Tickets, users and files live in `state.json` inside a state directory (the run's sandbox), so
-that every trial of a task starts from the same fixture and the outcome can be checked on the
-state afterwards. Read-only and destructive tools carry `ToolAnnotations`, which tracecard's
-safety gate reads.
-
-    python examples/helpdesk/server.py SANDBOX              # stdio (how tracecard runs it)
-    python examples/helpdesk/server.py SANDBOX --http 9000  # streamable HTTP at :9000/mcp
-
-A state directory without `state.json` is initialised from `examples/helpdesk/fixture/`.
+Read-only and destructive tools carry `ToolAnnotations`, which tracecard's safety gate reads.
+Started by server.py (the command tracecard runs); a state directory without `state.json` is
+initialised from `fixture/`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -259,20 +252,12 @@ def deactivate_user(user_id: str) -> str:
     return f"deactivated {user_id}"
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Serve the helpdesk over stdio (default) or streamable HTTP (`--http PORT`)."""
+def serve(state_dir: str | Path, http_port: int | None = None) -> None:
+    """Serve the helpdesk for one state directory: stdio, or streamable HTTP on `http_port`."""
     global STATE_DIR
-    parser = argparse.ArgumentParser(description="The tracecard demo's helpdesk MCP server.")
-    parser.add_argument("state_dir", help="directory holding state.json (the run's sandbox)")
-    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP")
-    args = parser.parse_args(argv)
-    STATE_DIR = Path(args.state_dir)
+    STATE_DIR = Path(state_dir)
     load_state()  # initialise from the fixture before the first request
-    if args.http is not None:
-        server.run("streamable-http", host="127.0.0.1", port=args.http)
+    if http_port is not None:
+        server.run("streamable-http", host="127.0.0.1", port=http_port)
     else:
         server.run()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,212 @@
+"""`tracecard run`: evaluate an agent command on a suite, k trials per task, and print the
+scorecard. Talks to a tracecard server over HTTP: `--server URL`, or an embedded one started
+here (the same app as `tracecard serve`, on the same database) for the length of the command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import shlex
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from server.client import ExperimentHandle, TracecardClient, TracecardError
+from server.lifecycle import RunError
+from server.orchestration.agents import AgentRunner, CommandAgent
+from server.orchestration.embedded import embedded_server
+from server.orchestration.summary import (
+    RunProgress,
+    failures_table,
+    scorecard_table,
+    status_line,
+)
+from server.orchestrator import Orchestrator, RunOutcome
+from server.settings import load_settings
+
+INTERRUPTED = 130
+
+
+@contextlib.contextmanager
+def connect(args: argparse.Namespace) -> Iterator[TracecardClient]:
+    """A client of `--server`, or of an embedded server built from the tracecard settings."""
+    if args.server:
+        with TracecardClient(args.server, token=args.token) as client:
+            try:
+                client.health()
+            except TracecardError as exc:
+                raise RunError(f"--server {args.server}: {exc}") from exc
+            yield client
+        return
+    settings = load_settings(args.settings, db=args.db, port=args.port)
+    with embedded_server(settings) as served:
+        with TracecardClient(served.base_url, token=served.api_token) as client:
+            yield client
+
+
+def _config(args: argparse.Namespace) -> dict[str, Any]:
+    config: dict[str, Any] = {"name": args.config, "agent": args.agent}
+    for pair in args.meta:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise RunError(f"--meta takes KEY=VALUE, e.g. --meta model=gpt-x, not {pair!r}")
+        config[key] = value
+    return config
+
+
+def orchestrate(
+    client: TracecardClient,
+    experiment: ExperimentHandle,
+    agent: AgentRunner,
+    *,
+    console: Console,
+    concurrency: int,
+    timeout_s: float,
+    work_dir: Path,
+    progress: bool = True,
+    label: str | None = None,
+) -> tuple[list[RunOutcome], bool]:
+    """Run the experiment with a progress bar; returns the outcomes and whether it was
+    interrupted (Ctrl-C: unfinished runs are then aborted)."""
+    bar = RunProgress(console, len(experiment.runs), label or experiment.config["name"], progress)
+    orchestrator = Orchestrator(
+        client,
+        agent,
+        concurrency=concurrency,
+        timeout_s=timeout_s,
+        work_dir=work_dir,
+        token=client.token,
+        listener=bar,
+    )
+    interrupted = False
+    with bar:
+        try:
+            asyncio.run(orchestrator.run(experiment))
+        except KeyboardInterrupt:
+            interrupted = True
+    outcomes = [
+        orchestrator.outcomes[r.id] for r in experiment.runs if r.id in orchestrator.outcomes
+    ]
+    return outcomes, interrupted
+
+
+def print_summary(
+    console: Console, client: TracecardClient, experiment_id: str, outcomes: list[RunOutcome]
+) -> dict[str, Any]:
+    """The scorecard table, the statuses and flags, the runs that failed to run, the URLs."""
+    card: dict[str, Any] = client.scorecard(experiment_id)
+    console.print(scorecard_table(card))
+    console.print(status_line(card))
+    failures = failures_table(outcomes)
+    if failures is not None:
+        console.print(failures)
+    return card
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        argv = shlex.split(args.agent)
+    except ValueError as exc:
+        raise RunError(f"--agent: cannot split {args.agent!r}: {exc}") from exc
+    if not argv:
+        raise RunError("--agent is empty: give the command that runs one trial of your agent")
+    if args.trials < 1 or args.concurrency < 1 or args.timeout <= 0:
+        raise RunError("--trials and --concurrency must be at least 1, --timeout positive")
+    console = Console()
+    started = time.monotonic()
+    with connect(args) as client:
+        try:
+            suite = client.add_suite(Path(args.suite))
+            experiment = client.create_experiment(suite["version"], _config(args), args.trials)
+        except (OSError, TracecardError) as exc:
+            raise RunError(f"{args.suite}: {exc}") from exc
+        tasks = len(suite["tasks"])
+        console.print(
+            f"experiment [bold]{experiment.id}[/]: {args.config} on suite {suite['name']} "
+            f"({tasks} tasks × {args.trials} trials = {len(experiment.runs)} runs), "
+            f"{args.concurrency} at a time, timeout {args.timeout:g}s — server {client.base_url}"
+        )
+        work_dir = Path(args.work_dir or Path(".tracecard") / "agent-runs") / experiment.id
+        agent = CommandAgent(argv, grace_s=args.grace)
+        outcomes, interrupted = orchestrate(
+            client,
+            experiment,
+            agent,
+            console=console,
+            concurrency=args.concurrency,
+            timeout_s=args.timeout,
+            work_dir=work_dir,
+            progress=not args.quiet,
+        )
+        print_summary(console, client, experiment.id, outcomes)
+        console.print(f"agent output and answers: {work_dir}/<run id>/")
+        console.print(f"scorecard: {client.base_url}/api/experiments/{experiment.id}/scorecard.md")
+        console.print(f"viewer: {client.viewer_url(experiment.id)}")
+        if interrupted:
+            aborted = sum(1 for o in outcomes if o.status == "aborted")
+            console.print(f"interrupted: kept the finished runs, aborted {aborted}")
+            return INTERRUPTED
+        console.print(f"done in {time.monotonic() - started:.1f}s")
+        if not args.server:
+            console.print(
+                "the embedded server has stopped; browse the results with "
+                f"`tracecard serve{' --config ' + args.settings if args.settings else ''}"
+                f"{' --db ' + args.db if args.db else ''}`"
+                if not args.serve
+                else "serving the viewer until Ctrl-C"
+            )
+            if args.serve:
+                serve_forever()
+    return 0
+
+
+def serve_forever() -> None:
+    """Block until Ctrl-C (the embedded server keeps serving in its thread)."""
+    with contextlib.suppress(KeyboardInterrupt):
+        while True:
+            time.sleep(3600)
+
+
+def register(sub: Any) -> None:
+    """Add `tracecard run`."""
+    run = sub.add_parser(
+        "run",
+        help="evaluate an agent command on a suite (k trials per task) and print the scorecard",
+        description="Create an experiment, run the agent command once per run with the "
+        "environment described in docs/agents.md, score every run, print the scorecard.",
+    )
+    run.add_argument("--suite", required=True, help="suite file (TOML or JSON)")
+    run.add_argument("--config", required=True, help="name of the configuration under test")
+    run.add_argument("--trials", type=int, default=1, help="trials per task (default 1)")
+    run.add_argument(
+        "--agent", required=True, help="command that runs one trial, e.g. 'python agent.py'"
+    )
+    run.add_argument("--concurrency", type=int, default=4, help="runs at a time (default 4)")
+    run.add_argument("--timeout", type=float, default=300.0, help="seconds per run (default 300)")
+    run.add_argument(
+        "--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL (default 5)"
+    )
+    run.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config metadata, e.g. --meta model=gpt-x (repeatable)",
+    )
+    run.add_argument("--server", help="URL of a running tracecard (default: an embedded one)")
+    run.add_argument("--token", help="API token of --server")
+    run.add_argument("--settings", help="tracecard.toml for the embedded server (upstreams, db)")
+    run.add_argument(
+        "--db", help="database of the embedded server (default .tracecard/tracecard.db)"
+    )
+    run.add_argument("--port", type=int, help="port of the embedded server (default 7800; 0: any)")
+    run.add_argument(
+        "--work-dir", help="where answers and output tails go (default .tracecard/agent-runs)"
+    )
+    run.add_argument("--serve", action="store_true", help="keep the embedded server up afterwards")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(handler=_run)

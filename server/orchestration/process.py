@@ -1,0 +1,176 @@
+"""Run one agent command in its own process group: capped output, a timeout that stops the whole
+group (SIGTERM, then SIGKILL after a grace period), and nothing left running afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ProcessResult", "TailBuffer", "group_members", "run_process", "stop_group"]
+
+READ_CHUNK = 64 * 1024
+
+
+class TailBuffer:
+    """Keeps the last `limit` bytes written to it, and counts them all."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self._data = bytearray()
+
+    def write(self, chunk: bytes) -> None:
+        """Append a chunk, dropping the oldest bytes beyond twice the limit (amortised)."""
+        self.total += len(chunk)
+        self._data.extend(chunk)
+        if len(self._data) > 2 * self.limit:
+            del self._data[: len(self._data) - self.limit]
+
+    @property
+    def truncated(self) -> bool:
+        """Whether bytes were dropped from the front."""
+        return self.total > self.limit
+
+    def text(self) -> str:
+        """The kept tail as text (invalid UTF-8 replaced)."""
+        return bytes(self._data[-self.limit :]).decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """How an agent process ended and what it wrote (tails only)."""
+
+    exit_code: int | None  # None when it could not be started
+    timed_out: bool
+    start_error: str | None
+    stdout_tail: str
+    stderr_tail: str
+    stdout_bytes: int
+    stderr_bytes: int
+    duration_s: float
+    signalled_group: bool  # we had to stop the process group (timeout, leftovers, cancel)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, read from /proc where there is one."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        except PermissionError:
+            pass
+        return [pgid]
+    members = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # the command name may hold spaces and parentheses: fields start after the last ')'
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def stop_group(process: asyncio.subprocess.Process, pgid: int, grace_s: float) -> bool:
+    """Stop every process of the group: SIGTERM, then SIGKILL after `grace_s`. Returns whether
+    anything was still running."""
+    if process.returncode is not None and not group_members(pgid):
+        return False
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if process.returncode is not None and not group_members(pgid):
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), 0.05)
+    _signal_group(pgid, signal.SIGKILL)
+    await process.wait()
+    deadline = time.monotonic() + 2.0
+    while group_members(pgid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def _drain(stream: asyncio.StreamReader | None, sink: TailBuffer) -> None:
+    if stream is None:
+        return
+    while chunk := await stream.read(READ_CHUNK):
+        sink.write(chunk)
+
+
+async def run_process(
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    cwd: str | Path | None = None,
+    timeout_s: float,
+    grace_s: float = 5.0,
+    stdout_limit: int = 64 * 1024,
+    stderr_limit: int = 16 * 1024,
+    on_start: asyncio.Future[int] | None = None,
+) -> ProcessResult:
+    """Run `argv` in a new session until it exits or `timeout_s` passes. When cancelled, the
+    process group is stopped before the cancellation goes on."""
+    started = time.monotonic()
+    stdout, stderr = TailBuffer(stdout_limit), TailBuffer(stderr_limit)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,  # its own process group: stopped as a whole
+            limit=READ_CHUNK,
+        )
+    except OSError as exc:
+        reason = f"cannot start {argv[0]!r}: {exc.strerror or exc}"
+        return ProcessResult(None, False, reason, "", "", 0, 0, time.monotonic() - started, False)
+    pgid = process.pid
+    if on_start is not None and not on_start.done():
+        on_start.set_result(pgid)
+    drains = [
+        asyncio.create_task(_drain(process.stdout, stdout)),
+        asyncio.create_task(_drain(process.stderr, stderr)),
+    ]
+    timed_out = False
+    signalled = False
+    try:
+        try:
+            await asyncio.wait_for(process.wait(), timeout_s)
+        except TimeoutError:
+            timed_out = True
+    finally:
+        # on timeout, on cancellation (Ctrl-C) and after a normal exit (leftover children)
+        signalled = await stop_group(process, pgid, grace_s)
+        _, pending = await asyncio.wait(drains, timeout=2.0)
+        for task in pending:  # a process outside the group still holds the pipe
+            task.cancel()
+    return ProcessResult(
+        exit_code=process.returncode,
+        timed_out=timed_out,
+        start_error=None,
+        stdout_tail=stdout.text(),
+        stderr_tail=stderr.text(),
+        stdout_bytes=stdout.total,
+        stderr_bytes=stderr.total,
+        duration_s=time.monotonic() - started,
+        signalled_group=signalled,
+    )

@@ -1,0 +1,171 @@
+"""What `tracecard run` and `tracecard demo` print: a progress bar while runs go, then a table
+per task and component, the runs that failed to run, and the comparison verdict."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from server.client import RunHandle
+from server.orchestrator import RunOutcome
+
+__all__ = ["RunProgress", "comparison_table", "failures_table", "scorecard_table", "status_line"]
+
+COMPONENTS = ("invocation", "completion", "outcome", "safety", "efficiency", "composite")
+
+
+class RunProgress:
+    """A rich progress bar fed by the orchestrator's listener."""
+
+    def __init__(self, console: Console, total: int, label: str, enabled: bool = True) -> None:
+        self.statuses: Counter[str] = Counter()
+        self.label = label
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[statuses]}"),
+            console=console,
+            disable=not enabled,
+            transient=False,
+        )
+        self.task: TaskID = self.progress.add_task(label, total=total, statuses="")
+
+    def __enter__(self) -> RunProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.progress.stop()
+
+    def __call__(self, event: str, run: RunHandle, outcome: RunOutcome | None) -> None:
+        """The orchestrator's listener: advance on each ended run."""
+        if event != "ended" or outcome is None:
+            return
+        self.statuses[outcome.status] += 1
+        shown = " ".join(f"{name} {count}" for name, count in sorted(self.statuses.items()))
+        self.progress.update(self.task, advance=1, statuses=shown)
+
+
+def _cell(stats: dict[str, Any] | None) -> str:
+    if stats is None or stats.get("n", 0) == 0:
+        return "–"
+    mean = stats.get("mean_value")
+    if mean is None:
+        return "n/e"
+    if not stats.get("evaluated"):  # a value without pass/fail (the composite)
+        return f"{mean:.2f}"
+    text = f"{mean:.2f} ({stats['passes']}/{stats['evaluated']})"
+    return text + " ⇄" if stats.get("flip") else text
+
+
+def scorecard_table(card: dict[str, Any], title: str | None = None) -> Table:
+    """Rows: tasks and the suite mean; columns: components as mean (passes/evaluated).
+    ⇄ marks a task whose trials both passed and failed (a flip)."""
+    experiment = card["experiment"]
+    name = experiment["config"].get("name", experiment["id"])
+    table = Table(
+        title=title or f"{name} · {card['suite']['name']} · experiment {experiment['id']}"
+    )
+    table.add_column("task")
+    table.add_column("runs", justify="right")
+    for component in COMPONENTS:
+        table.add_column(component, justify="right")
+    for task in card["tasks"]:
+        by_component = {c["component"]: c for c in task["components"]}
+        table.add_row(
+            task["task_id"], str(task["runs"]), *(_cell(by_component.get(c)) for c in COMPONENTS)
+        )
+    summaries = {c["component"]: c for c in card["components"]}
+    means = []
+    for component in COMPONENTS:
+        summary = summaries.get(component)
+        if summary is None or summary["mean"] is None:
+            means.append("–")
+        else:
+            means.append(f"{summary['mean']:.2f} [{summary['low']:.2f}, {summary['high']:.2f}]")
+    table.add_section()
+    table.add_row("mean [95% CI]", str(len(card["runs"])), *means, style="bold")
+    return table
+
+
+def status_line(card: dict[str, Any]) -> str:
+    """Run statuses and flags in one line."""
+    statuses = Counter(r["status"] for r in card["runs"])
+    parts = [f"{count} {status}" for status, count in sorted(statuses.items())]
+    flags = {k: v for k, v in card.get("flags", {}).items() if v}
+    flag_text = ", ".join(f"{k} ×{v}" for k, v in sorted(flags.items())) or "none"
+    return f"runs: {', '.join(parts)} · flags: {flag_text}"
+
+
+def failures_table(outcomes: Sequence[RunOutcome], limit: int = 20) -> Table | None:
+    """Runs that did not end on their own (errored, timed out, aborted), with the reason."""
+    failed = [o for o in outcomes if o.status != "finished" or o.finish_error]
+    if not failed:
+        return None
+    table = Table(title="runs that did not finish on their own")
+    for column in ("run", "task", "trial", "status", "reason"):
+        table.add_column(column, overflow="fold")
+    for outcome in failed[:limit]:
+        lines = (outcome.finish_error or outcome.error or "").splitlines()
+        shown = lines if len(lines) <= 4 else [*lines[:1], "…", *lines[-2:]]
+        first_lines = "\n".join(shown)
+        table.add_row(
+            outcome.run.id,
+            outcome.run.task_id,
+            str(outcome.run.trial),
+            outcome.status,
+            first_lines,
+        )
+    if len(failed) > limit:
+        table.caption = f"… and {len(failed) - limit} more"
+    return table
+
+
+def comparison_table(result: dict[str, Any], name_a: str, name_b: str) -> Table:
+    """Per-task paired classes of B against A, regressions first."""
+    order = {"regressed": 0, "improved": 1, "missing": 2, "both_fail": 3, "both_pass": 4}
+    table = Table(title=f"{result['component']}: {name_b} (B) against {name_a} (A)")
+    for column in ("task", "A", "B", "B − A", "class"):
+        table.add_column(column, justify="left" if column in ("task", "class") else "right")
+
+    def num(value: float | None, signed: bool = False) -> str:
+        return "–" if value is None else (f"{value:+.2f}" if signed else f"{value:.2f}")
+
+    for task in sorted(result["tasks"], key=lambda t: (order.get(t["class"], 9), t["task_id"])):
+        table.add_row(
+            task["task_id"],
+            num(task["a"]),
+            num(task["b"]),
+            num(task["difference"], signed=True),
+            task["class"],
+        )
+    return table
+
+
+def verdict_line(result: dict[str, Any], name_a: str, name_b: str) -> str:
+    """The comparison's verdict in words, with the interval of the mean difference."""
+    verdict = result["verdict"]
+    words = {"A better": f"{name_a} is better", "B better": f"{name_b} is better"}
+    interval = result.get("interval")
+    detail = ""
+    if interval:
+        detail = (
+            f" (mean difference {name_b} − {name_a} {interval['mean']:+.3f}, "
+            f"95% CI [{interval['low']:+.3f}, {interval['high']:+.3f}] over {interval['n']} tasks)"
+        )
+    said = words.get(verdict, "undecided: the data cannot separate them")
+    return f"verdict on {result['component']}: {said}{detail} — {result.get('reason', '')}"
