@@ -7,6 +7,7 @@ modules are loaded by module path.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -147,9 +148,16 @@ def load_entry_points(
     return target
 
 
-def default_registry() -> ScorerRegistry:
-    """Entry-point scorers, plus the built-in modules when the package is not installed."""
-    registry = load_entry_points()
+@functools.lru_cache(maxsize=1)
+def _default_scorers() -> tuple[ScorerInfo, ...]:
+    # Built-ins first, in component order, then third-party entry points; read once per process.
+    registry = ScorerRegistry()
     for module_path in BUILTIN_MODULES:
         load_scorer_module(module_path, registry)
-    return registry
+    load_entry_points(registry=registry)
+    return tuple(registry)
+
+
+def default_registry() -> ScorerRegistry:
+    """The built-in scorers (in component order) plus every `tracecard.scorers` entry point."""
+    return ScorerRegistry(_default_scorers())
