@@ -53,6 +53,8 @@ class Redactor:
 
     def __init__(self, settings: RecordingSettings) -> None:
         self.keys = frozenset(k.lower() for k in settings.redact_keys)
+        # how each secret key looks in orjson output: a cheap test before walking the payload
+        self._needles = tuple(f'"{k}":'.encode() for k in self.keys)
         self.headers = frozenset(h.lower() for h in settings.redact_headers)
         self.cap = settings.payload_cap_bytes
 
@@ -73,7 +75,10 @@ class Redactor:
 
     def text(self, node: Any) -> tuple[str, bool]:
         """JSON text of `node` after redaction, truncated to the cap (with a marker)."""
-        encoded = orjson.dumps(self.value(node), default=str)
+        encoded = orjson.dumps(node, default=str)
+        lowered = encoded.lower()
+        if any(needle in lowered for needle in self._needles):  # only then copy and redact
+            encoded = orjson.dumps(self.value(node), default=str)
         return self.cut(encoded)
 
     def cut(self, raw: bytes) -> tuple[str, bool]:

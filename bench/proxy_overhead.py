@@ -1,0 +1,232 @@
+"""Proxy overhead: `tools/call` on a trivial tool, direct and through a recording tracecard.
+
+Starts the SDK test server (tests/servers/tool_server.py) twice -- stateless+JSON (the 2026-07-28
+protocol, the hot loop) and sessions+SSE (2025-11-25) -- and a real `tracecard serve` subprocess
+on SQLite with recording on, then drives both paths alternately from one process with a lean raw
+JSON-RPC client on aiohttp:
+
+- sequential: p50 / p99 latency over N calls (direct and proxied interleaved in blocks)
+- concurrent: C clients calling for D seconds, calls per second (rounds alternate)
+
+Run:  .venv/bin/python bench/proxy_overhead.py [--calls 2000] [--clients 32] [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.processes import free_port, mcp_tool_server, spawn  # noqa: E402
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+class Caller:
+    """A lean JSON-RPC client: one aiohttp session, one prepared request per protocol."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str, modern: bool) -> None:
+        self.http = http
+        self.url = url
+        self.modern = modern
+        self.session_id: str | None = None
+        self.next_id = 0
+        self.headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+        }
+
+    async def open(self) -> None:
+        """The legacy handshake (sessions); nothing to do for the stateless protocol."""
+        if self.modern:
+            self.headers.update(
+                {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "echo"}
+            )
+            return
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY,
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            },
+        }
+        async with self.http.post(self.url, json=init, headers=self.headers) as response:
+            self.session_id = response.headers["mcp-session-id"]
+            await response.read()
+        self.headers.update({"mcp-session-id": self.session_id, "mcp-protocol-version": LEGACY})
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        async with self.http.post(self.url, json=note, headers=self.headers) as response:
+            await response.read()
+
+    async def call(self) -> float:
+        """One `tools/call echo`; returns its latency in seconds."""
+        self.next_id += 1
+        params: dict[str, Any] = {"name": "echo", "arguments": {"text": "hi"}}
+        if self.modern:
+            params["_meta"] = ENVELOPE
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call", "params": params}
+        ).encode()
+        start = time.perf_counter()
+        async with self.http.post(self.url, data=body, headers=self.headers) as response:
+            payload = await response.read()
+        elapsed = time.perf_counter() - start
+        if response.status != 200 or b'"hi"' not in payload:
+            raise RuntimeError(f"bad answer {response.status}: {payload[:200]!r}")
+        return elapsed
+
+    async def close(self) -> None:
+        if self.session_id:
+            async with self.http.delete(self.url, headers=self.headers) as response:
+                await response.read()
+
+
+async def sequential(direct: Caller, proxied: Caller, calls: int) -> dict[str, Any]:
+    """Interleave blocks of calls so both paths see the same machine state."""
+    times: dict[str, list[float]] = {"direct": [], "proxy": []}
+    for _ in range(20):  # warm-up: connections, caches, JIT-free but lazy imports
+        await direct.call()
+        await proxied.call()
+    block = 50
+    for _ in range(max(1, calls // block)):
+        for name, caller in (("direct", direct), ("proxy", proxied)):
+            for _ in range(block):
+                times[name].append(await caller.call())
+    summary: dict[str, Any] = {}
+    for name, samples in times.items():
+        ordered = sorted(samples)
+        summary[name] = {
+            "calls": len(samples),
+            "p50_ms": round(statistics.median(ordered) * 1000, 3),
+            "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1] * 1000, 3),
+        }
+    summary["added_p50_ms"] = round(summary["proxy"]["p50_ms"] - summary["direct"]["p50_ms"], 3)
+    summary["added_p99_ms"] = round(summary["proxy"]["p99_ms"] - summary["direct"]["p99_ms"], 3)
+    return summary
+
+
+async def throughput(
+    http: aiohttp.ClientSession, url: str, modern: bool, clients: int, seconds: float
+) -> float:
+    """Calls per second from `clients` concurrent callers over `seconds`."""
+    callers = [Caller(http, url, modern) for _ in range(clients)]
+    await asyncio.gather(*(c.open() for c in callers))
+    done = 0
+    deadline = time.perf_counter() + seconds
+
+    async def loop(caller: Caller) -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            await caller.call()
+            done += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(loop(c) for c in callers))
+    rate = done / (time.perf_counter() - start)
+    await asyncio.gather(*(c.close() for c in callers))
+    return rate
+
+
+async def measure(
+    direct_url: str, proxy_url: str, modern: bool, args: argparse.Namespace
+) -> dict[str, Any]:
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        direct, proxied = Caller(http, direct_url, modern), Caller(http, proxy_url, modern)
+        await direct.open()
+        await proxied.open()
+        result = await sequential(direct, proxied, args.calls)
+        await direct.close()
+        await proxied.close()
+        rates: dict[str, list[float]] = {"direct": [], "proxy": []}
+        for _ in range(args.rounds):
+            for name, url in (("direct", direct_url), ("proxy", proxy_url)):
+                rates[name].append(await throughput(http, url, modern, args.clients, args.seconds))
+    result["concurrent"] = {
+        "clients": args.clients,
+        "seconds_per_round": args.seconds,
+        "rounds": args.rounds,
+        "direct_calls_per_s": round(statistics.mean(rates["direct"]), 1),
+        "proxy_calls_per_s": round(statistics.mean(rates["proxy"]), 1),
+    }
+    concurrent = result["concurrent"]
+    concurrent["ratio"] = round(
+        concurrent["proxy_calls_per_s"] / concurrent["direct_calls_per_s"], 3
+    )
+    return result
+
+
+def machine() -> dict[str, Any]:
+    model = "unknown"
+    with open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000, help="sequential calls per path")
+    parser.add_argument("--clients", type=int, default=32, help="concurrent clients")
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per concurrent round")
+    parser.add_argument("--rounds", type=int, default=2, help="concurrent rounds per path")
+    parser.add_argument("--modes", default="stateless,session", help="which server modes")
+    args = parser.parse_args()
+    report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "machine": machine()}
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        mcp_tool_server("--stateless", "--json") as json_url,
+        mcp_tool_server() as session_url,
+    ):
+        config = Path(folder) / "tracecard.toml"
+        config.write_text(
+            f'[upstreams.json]\nurl = "{json_url}"\n[upstreams.session]\nurl = "{session_url}"\n'
+        )
+        port = free_port()
+        command = [
+            sys.executable,
+            "-m",
+            "server.cli",
+            "serve",
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+            "--db",
+            f"sqlite:///{folder}/bench.db",
+        ]
+        with spawn(command, port):
+            base = f"http://127.0.0.1:{port}"
+            for mode in args.modes.split(","):
+                modern = mode == "stateless"
+                direct = json_url if modern else session_url
+                name = "json" if modern else "session"
+                report[mode] = asyncio.run(measure(direct, f"{base}/mcp/{name}", modern, args))
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
