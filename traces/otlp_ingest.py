@@ -82,7 +82,17 @@ def _pb_value(value: AnyValue) -> Any:
 
 
 def _pb_attributes(key_values: Iterable[KeyValue]) -> dict[str, Any]:
-    return {kv.key: _pb_value(kv.value) for kv in key_values}
+    attributes: dict[str, Any] = {}
+    for kv in key_values:
+        value = kv.value
+        which = value.WhichOneof("value")  # the common scalar cases inline: this is the hot loop
+        if which == "string_value":
+            attributes[kv.key] = value.string_value
+        elif which == "int_value":
+            attributes[kv.key] = value.int_value
+        else:
+            attributes[kv.key] = _pb_value(value)
+    return attributes
 
 
 def decode_protobuf(body: bytes) -> DecodedBatch:

@@ -1,0 +1,153 @@
+"""OTLP ingest throughput: spans/s committed to SQLite through `POST /v1/traces`, bytes per span.
+
+Starts `tracecard serve` on a fresh SQLite file, posts pre-encoded protobuf requests (1,000
+spans each, attributes like an LLM/agent span) from a few concurrent clients, and counts a span
+only when its request has been answered (which happens after commit). Also measures the codec
+plus `Store.insert_spans` in-process, without HTTP.
+
+Run: .venv/bin/python bench/otlp_ingest.py [--spans 200000] [--batch 1000] [--concurrency 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.processes import free_port, stop, wait_for_port  # noqa: E402
+from traces.otlp_ingest import decode_protobuf, encode_protobuf  # noqa: E402
+from traces.store import Store  # noqa: E402
+
+
+def make_batch(run_id: str, trace_id: str, size: int) -> bytes:
+    now = time.time_ns()
+    spans = []
+    for index in range(size):
+        spans.append(
+            {
+                "trace_id": trace_id,
+                "span_id": secrets.token_hex(8),
+                "parent_span_id": secrets.token_hex(8),
+                "name": "chat gpt-4o-mini",
+                "kind": 3,
+                "start_time_unix_nano": now + index * 1000,
+                "end_time_unix_nano": now + index * 1000 + 500_000,
+                "status": {"code": 0},
+                "attributes": {
+                    "tracecard.run.id": run_id,
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.system": "openai",
+                    "gen_ai.request.model": "gpt-4o-mini",
+                    "gen_ai.usage.input_tokens": 812,
+                    "gen_ai.usage.output_tokens": 64,
+                    "gen_ai.response.finish_reasons": ["tool_calls"],
+                    "server.address": "api.openai.com",
+                },
+                "events": [],
+                "scope": "agent",
+            }
+        )
+    return encode_protobuf(spans, {"service.name": "bench-agent", "service.version": "1.0"})
+
+
+async def post_all(url: str, bodies: list[bytes], concurrency: int) -> float:
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        for body in bodies:
+            queue.put_nowait(body)
+
+        async def worker() -> None:
+            while not queue.empty():
+                body = queue.get_nowait()
+                response = await client.post(
+                    f"{url}/v1/traces",
+                    content=body,
+                    headers={"content-type": "application/x-protobuf"},
+                )
+                response.raise_for_status()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return time.perf_counter() - started
+
+
+def in_process(bodies: list[bytes], tmp: Path) -> float:
+    store = Store(f"sqlite:///{tmp / 'direct.db'}")
+    store.create_schema()
+    started = time.perf_counter()
+    for body in bodies:
+        batch = decode_protobuf(body)
+        for span in batch.spans:
+            span["run_id"] = span["attributes"]["tracecard.run.id"]
+        store.insert_spans(batch.spans)
+    elapsed = time.perf_counter() - started
+    store.dispose()
+    return elapsed
+
+
+def db_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=200_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=4)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="tc-otlp-bench-"))
+    db = tmp / "tracecard.db"
+    port = free_port()
+    env = {**os.environ, "TRACECARD_SANDBOX_ROOT": str(tmp / "sb")}
+    server = subprocess.Popen(
+        [
+            str(ROOT / ".venv/bin/tracecard"),
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            f"sqlite:///{db}",
+        ],
+        cwd=tmp,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_for_port(port, proc=server)
+        url = f"http://127.0.0.1:{port}"
+        run = httpx.post(f"{url}/api/runs", json={"config": {"name": "bench"}}).json()
+        count = args.spans // args.batch
+        bodies = [make_batch(run["id"], run["trace_id"], args.batch) for _ in range(count)]
+        size = sum(len(b) for b in bodies)
+        asyncio.run(post_all(url, bodies[:2], 1))  # warm up (schema, caches)
+        before = db_bytes(db)
+        elapsed = asyncio.run(post_all(url, bodies[2:], args.concurrency))
+        committed = (count - 2) * args.batch
+        subprocess.run(["sqlite3", str(db), "PRAGMA wal_checkpoint(TRUNCATE);"], check=False)
+        on_disk = db_bytes(db) - before
+    finally:
+        stop(server)
+    direct = in_process(bodies, tmp)
+    print(f"spans: {committed} in {count - 2} requests of {args.batch}, {args.concurrency} clients")
+    print(f"protobuf bytes per span on the wire: {size / (count * args.batch):.0f}")
+    print(f"HTTP ingest, committed: {committed / elapsed:,.0f} spans/s ({elapsed:.2f}s)")
+    print(f"bytes per span on disk (SQLite, with indexes): {on_disk / committed:.0f}")
+    print(f"in-process decode + insert_spans: {count * args.batch / direct:,.0f} spans/s")
+
+
+if __name__ == "__main__":
+    main()
