@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import Engine, create_engine, event
 
 DEFAULT_DB_DIR = Path(".tracecard")
@@ -35,7 +37,17 @@ def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     # WAL + NORMAL is durable across application crashes, which is what a recorder needs.
     cursor.execute("PRAGMA synchronous=NORMAL")
+    # 64 MiB page cache: random span-id index inserts stop re-reading pages past ~100k spans
+    cursor.execute("PRAGMA cache_size=-65536")
     cursor.close()
+
+
+def json_text(value: Any) -> str:
+    """JSON columns through orjson (several times faster on the span insert path)."""
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:  # e.g. an integer beyond 64 bits: the standard library copes
+        return json.dumps(value, default=str)
 
 
 def make_engine(url: str) -> Engine:
@@ -45,7 +57,13 @@ def make_engine(url: str) -> Engine:
         path = url.split("///", 1)[1] if "///" in url else ""
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 10},
+            json_serializer=json_text,
+        )
         event.listen(engine, "connect", _tune_sqlite)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=5, max_overflow=10, json_serializer=json_text
+    )
