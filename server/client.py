@@ -58,6 +58,13 @@ class ExperimentHandle:
     runs: list[RunHandle] = field(default_factory=list)
 
 
+def _is_file(text: str) -> bool:
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):  # too long for a path, or a NUL byte: it is a document
+        return False
+
+
 class TracecardClient:
     """Talks to one tracecard server. Use it as a context manager, or call `close()`."""
 
@@ -117,9 +124,8 @@ class TracecardClient:
     def add_suite(self, suite: str | Path) -> dict[str, Any]:
         """Store a suite from a file path (TOML or JSON) or from its text; returns
         `{name, version, tasks}`. Storing the same content again is harmless."""
-        if isinstance(suite, str) and "\n" not in suite and len(suite) < 4096:
-            if Path(suite).is_file():
-                suite = Path(suite)
+        if isinstance(suite, str) and "\n" not in suite and _is_file(suite):
+            suite = Path(suite)
         text = suite.read_text(encoding="utf-8") if isinstance(suite, Path) else suite
         media = "application/json" if text.lstrip().startswith("{") else "application/toml"
         return self._json("POST", "/api/suites", content=text, headers={"content-type": media})

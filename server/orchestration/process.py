@@ -11,7 +11,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ProcessResult", "TailBuffer", "group_members", "run_process", "stop_group"]
+__all__ = [
+    "ProcessResult",
+    "TailBuffer",
+    "exited",
+    "group_members",
+    "run_process",
+    "stop_group",
+]
 
 READ_CHUNK = 64 * 1024
 
@@ -87,6 +94,16 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+async def exited(process: asyncio.subprocess.Process) -> int:
+    """Wait for the process itself to exit. (`Process.wait()` also waits for its pipes to close,
+    which a child it left behind may keep open.)"""
+    delay = 0.005
+    while process.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return process.returncode
+
+
 async def stop_group(process: asyncio.subprocess.Process, pgid: int, grace_s: float) -> bool:
     """Stop every process of the group: SIGTERM, then SIGKILL after `grace_s`. Returns whether
     anything was still running."""
@@ -98,9 +115,9 @@ async def stop_group(process: asyncio.subprocess.Process, pgid: int, grace_s: fl
         if process.returncode is not None and not group_members(pgid):
             return True
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(process.wait(), 0.05)
+            await asyncio.wait_for(exited(process), 0.05)
     _signal_group(pgid, signal.SIGKILL)
-    await process.wait()
+    await exited(process)
     deadline = time.monotonic() + 2.0
     while group_members(pgid) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
@@ -154,7 +171,7 @@ async def run_process(
     signalled = False
     try:
         try:
-            await asyncio.wait_for(process.wait(), timeout_s)
+            await asyncio.wait_for(exited(process), timeout_s)
         except TimeoutError:
             timed_out = True
     finally:
