@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import String, and_, cast, exists, false, func, or_, select
@@ -391,7 +392,7 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
         for row in connection.execute(by_trace).all():
             rows.setdefault(row.span_id, row)
     outline = []
-    for row in sorted(rows.values(), key=lambda r: (r.start_ns, r.span_id)):
+    for row in sorted(rows.values(), key=attrgetter("start_ns", "span_id")):
         attributes = {
             key: value
             for key, value in (

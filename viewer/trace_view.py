@@ -172,7 +172,9 @@ def _tree_order(spans: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], i
             continue
         visited.add(span["span_id"])
         ordered.append((span, depth))
-        stack.extend((c, depth + 1) for c in reversed(children.get(span["span_id"], [])))
+        kids = children.get(span["span_id"])
+        if kids:
+            stack.extend([(c, depth + 1) for c in reversed(kids)])
     # A parent cycle leaves spans unreachable from any root: show them at the top level.
     ordered.extend((s, 0) for s in spans if s["span_id"] not in visited)
     return ordered

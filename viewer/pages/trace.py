@@ -20,6 +20,7 @@ from viewer.payloads import payload
 from viewer.rendering import html_response, page_response, render_html
 from viewer.runtime import in_thread, runtime_of
 from viewer.trace_view import build_trace, span_error, span_evidence
+from viewer.waterfall import waterfall_rows
 
 # Shown first in a call's detail, in this order; every other attribute follows in a table.
 CALL_PAYLOADS: Final = (
@@ -51,9 +52,11 @@ def _trace_context(store: Store, run_id: str) -> dict[str, Any]:
     )
     verdicts = queries.verdicts_for_runs(store, [run_id]).get(run_id, [])
     agreement = queries.agreement_rates(store, run.experiment_id)
+    trace = build_trace(spans, scores)
     return {
         "run": run,
-        "trace": build_trace(spans, scores),
+        "trace": trace,
+        "rows": waterfall_rows(run.id, trace.lines),
         "scores": scores,
         "verdicts": verdicts,
         "agreement": agreement,
