@@ -27,3 +27,18 @@ def scripts_module() -> ModuleType:
     import helpdesk_scripts
 
     return helpdesk_scripts
+
+
+def code_blocks(markdown: Path, language: str) -> list[str]:
+    """The fenced code blocks of one language in a Markdown file, in order."""
+    blocks: list[str] = []
+    current: list[str] | None = None
+    for line in markdown.read_text(encoding="utf-8").splitlines():
+        if current is None and line.strip() == f"```{language}":
+            current = []
+        elif current is not None and line.strip() == "```":
+            blocks.append("\n".join(current) + "\n")
+            current = None
+        elif current is not None:
+            current.append(line)
+    return blocks

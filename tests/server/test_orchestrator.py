@@ -141,6 +141,7 @@ def test_environment_contract() -> None:
     assert env["TRACECARD_RUN_ID"] == "r1" and env["TRACECARD_TRIAL"] == "2"
     assert env["TRACECARD_TASK_ID"] == "t1" and env["TRACECARD_INSTRUCTION"] == "do it"
     assert env["TRACECARD_URL"] == "http://h" and env["TRACECARD_EXPERIMENT_ID"] == "e1"
+    assert env["TRACECARD_RUN"] == "r1" and env["TRACECARD_SERVER"] == "http://h"  # for wrap
     assert env["TRACECARD_CONFIG"] == "careful" and env["TRACECARD_ANSWER_FILE"] == "/tmp/a.txt"
     assert json.loads(env["TRACECARD_UPSTREAMS"]) == run.urls
     assert env["TRACECARD_UPSTREAM_HELPDESK"] == run.urls["helpdesk"]

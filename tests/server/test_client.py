@@ -1,0 +1,127 @@
+"""TracecardClient against a real server, and the example of docs/client.md, run as written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from server.client import TracecardClient, TracecardError
+from server.settings import Settings
+from tests.examples.helpers import ROOT, code_blocks
+from tests.support.tracecard import RunningServer, running_tracecard
+
+SUITE = {
+    "schema_version": 1,
+    "name": "tiny",
+    "tasks": [
+        {"id": "greet", "instruction": "Say hi.", "completion": {"checks": [{"contains": "hi"}]}},
+        {"id": "count", "instruction": "Count to 3.", "completion": {"checks": [{"number": 3}]}},
+    ],
+}
+
+
+@pytest.fixture
+def server(settings: Settings) -> Iterator[RunningServer]:
+    with running_tracecard(settings) as running:
+        yield running
+
+
+def test_a_whole_experiment_through_the_client(server: RunningServer, tmp_path: Path) -> None:
+    suite_file = tmp_path / "tiny.json"
+    suite_file.write_text(json.dumps(SUITE))
+    with TracecardClient(server.url) as tc:
+        assert tc.health()["status"] == "ok"
+        stored = tc.add_suite(str(suite_file))
+        assert stored["name"] == "tiny" and stored["tasks"] == ["greet", "count"]
+        assert tc.add_suite(suite_file)["version"] == stored["version"]  # same content, once
+        experiment = tc.create_experiment("tiny", {"name": "mine", "model": "m"}, trials=2)
+        assert len(experiment.runs) == 4 and experiment.config == {"name": "mine", "model": "m"}
+        assert {r.instruction for r in experiment.runs} == {"Say hi.", "Count to 3."}
+        for run in experiment.runs:
+            if run.trial == 0:
+                finished = tc.finish_run(run.id, final_answer="hi, 1 2 3")
+                assert finished["status"] == "finished" and finished["scores"]
+            else:
+                tc.finish_run(run.id, status="errored", error="exit code 1: boom")
+        assert tc.get_run(experiment.runs[0].id)["status"] == "finished"
+        assert len(tc.get_experiment(experiment.id)["runs"]) == 4
+        card = tc.scorecard(experiment.id)
+        assert card["experiment"]["id"] == experiment.id and len(card["runs"]) == 4
+        assert "| completion |" in tc.scorecard(experiment.id, "md")
+        assert (
+            tc.scorecard(experiment.id, "csv").startswith("experiment_id")
+            or "run_id" in (tc.scorecard(experiment.id, "csv").splitlines()[0])
+        )
+        assert tc.scorecard(experiment.id, "xml").lstrip().startswith("<?xml")
+        other = tc.create_experiment("tiny", {"name": "other"}, trials=2)
+        for run in other.runs:
+            tc.finish_run(run.id, final_answer="hi, 1 2 3")
+        comparison = tc.compare(experiment.id, other.id, "completion")
+        assert comparison["verdict"] == "undecided" and comparison["a"] == experiment.id
+        assert tc.viewer_url(experiment.id) == f"{server.url}/experiments/{experiment.id}"
+
+
+def test_errors_carry_the_servers_reason(server: RunningServer) -> None:
+    with TracecardClient(server.url) as tc:
+        with pytest.raises(TracecardError) as missing:
+            tc.create_experiment("no-such-suite", {"name": "x"})
+        assert missing.value.status_code == 404 and "no-such-suite" in missing.value.detail
+        with pytest.raises(ValueError, match="needs a name"):
+            tc.create_experiment("tiny", {"model": "x"})
+        tc.add_suite(json.dumps(SUITE))
+        run = tc.create_experiment("tiny", {"name": "x"}).runs[0]
+        tc.finish_run(run.id, final_answer="hi")
+        with pytest.raises(TracecardError) as twice:
+            tc.finish_run(run.id, final_answer="hi")
+        assert twice.value.status_code == 409
+    with TracecardClient("http://127.0.0.1:9", timeout=2) as unreachable:
+        with pytest.raises(TracecardError) as down:
+            unreachable.health()
+        assert down.value.status_code == 0 and "cannot reach" in down.value.detail
+
+
+def test_the_reason_is_kept_when_the_server_takes_no_error_field() -> None:
+    seen: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append(body)
+        if "error" in body:
+            extra = [{"message": "Extra inputs are not permitted", "key": "error"}]
+            return httpx.Response(400, json={"detail": "Validation failed", "extra": extra})
+        return httpx.Response(200, json={"id": "r", "status": body["status"], "scores": []})
+
+    with TracecardClient("http://tc", transport=httpx.MockTransport(handler)) as tc:
+        assert tc.finish_run("r", status="errored", error="boom")["status"] == "errored"
+        assert tc.finish_run("r2", status="timed_out", error="slow")["status"] == "timed_out"
+    assert seen == [
+        {"status": "errored", "error": "boom"},
+        {"status": "errored"},
+        {"status": "timed_out"},  # asked once, remembered
+    ]
+
+
+def test_docs_client_example_runs_as_written(server: RunningServer, tmp_path: Path) -> None:
+    (example,) = code_blocks(ROOT / "docs" / "client.md", "python")
+    script = tmp_path / "harness.py"
+    script.write_text(example)
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        env={**os.environ, "TRACECARD_URL": server.url, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("careful: completion 1.00 -> http://")
+    assert lines[1].startswith("sloppy: completion 0.50 -> http://")
+    assert lines[2].startswith("verdict: A better")
+    assert "Scorecard: arithmetic · sloppy" in result.stdout
