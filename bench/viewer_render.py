@@ -129,6 +129,8 @@ def load_big_trace(store: Store, count: int, rng: random.Random) -> str:
         attributes = {
             sc.RUN_ID: run_id,
             sc.MCP_METHOD_NAME: "tools/call",
+            sc.ROLE: sc.ROLE_AGENT,
+            sc.UPSTREAM: "tools",
             sc.GEN_AI_TOOL_NAME: tool,
             sc.GEN_AI_TOOL_CALL_ARGUMENTS: json.dumps(arguments),
             sc.GEN_AI_TOOL_CALL_RESULT: json.dumps(result),

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import String, and_, cast, exists, false, func, or_, select
+from sqlalchemy import String, and_, case, cast, exists, false, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from traces import semconv
@@ -380,8 +380,11 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
         spans.tool_name,
         spans.error_type,
         spans.role,
-        spans.resource["service.name"].as_string().label("service"),
-        spans.scope,
+        # Columns stored after the payloads are read only when needed: a proxy span (it has a
+        # role) never makes SQLite walk past its arguments and result to reach `resource`.
+        case(
+            (spans.role.is_(None), spans.resource["service.name"].as_string()), else_=None
+        ).label("service"),
     )
     # The agent's own OTLP spans join by trace id when they name no run. Two indexed queries:
     # an OR of both conditions makes SQLite read every row twice and sort out duplicates.
@@ -415,7 +418,6 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
                 "status": {"code": row.status_code, "message": row.status_message},
                 "attributes": attributes,
                 "resource": {"service.name": row.service} if row.service is not None else {},
-                "scope": row.scope,
             }
         )
     return outline
