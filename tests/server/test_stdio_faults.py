@@ -300,3 +300,27 @@ def test_sandbox_retention_keeps_the_newest(tmp_path: Path) -> None:
         time.sleep(0.01)
     assert [p.exists() for p in paths] == [False, False, True, True]
     assert (paths[-1] / "a.txt").read_text() == "a"
+
+
+def test_public_surface() -> None:
+    import server.stdio
+
+    assert sorted(server.stdio.__all__) == [
+        "StdioBridge",
+        "StdioProcess",
+        "StdioUpstreams",
+        "UpstreamError",
+        "feature",
+        "setup",
+    ]
+    for name in server.stdio.__all__:
+        assert getattr(server.stdio, name).__doc__, name
+
+
+def test_baggage_and_header_run() -> None:
+    from server.otlp_ingest import baggage_run, header_run
+
+    assert baggage_run("a=1, tracecard.run=abc;prop=x") == "abc"
+    assert baggage_run("a=1") is None
+    assert header_run({"tracecard-run": " r1 ", "baggage": "tracecard.run=r2"}) == "r1"
+    assert header_run({"baggage": "tracecard.run=r2"}) == "r2"
