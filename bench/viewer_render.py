@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -207,12 +208,13 @@ def main() -> None:
 
                 return fetch
 
-            first = client.get("/runs?limit=50").text
-            cursor = first.split("cursor=")[1].split('"')[0]
-            deep = f"/runs?cursor={cursor}"
-            for _ in range(200):  # walk 200 pages deep, to time a page far from the top
+            deep = "/runs"
+            for _ in range(200):  # walk up to 200 pages deep, to time a page far from the top
                 body = client.get(deep).text
-                deep = "/runs?cursor=" + body.split("cursor=")[1].split('"')[0]
+                found = re.search(r'href="(/runs\?[^"]*cursor=[^"]+)"', body)  # only "next" has one
+                if found is None:
+                    break
+                deep = found.group(1).replace("&amp;", "&")
             cases = {
                 f"trace page, {options.spans} spans": f"/runs/{big}",
                 f"runs page 1 of {options.runs}": "/runs",
