@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from server.proxy.errors import ProxyError, Receive, Scope
+from traces import semconv
 
 # RFC 9110 7.6.1 hop-by-hop headers; Host is rewritten, Content-Length recomputed, and the
 # tracecard token is tracecard's own credential, never handed to an upstream.
@@ -52,6 +53,7 @@ class RequestHeaders:
     content_length: int | None = None
     accept: str = ""
     user_agent: str = ""
+    role: str = semconv.ROLE_AGENT  # `Tracecard-Role: verifier` marks probe traffic
 
     @property
     def trace_headers(self) -> dict[str, str]:
@@ -93,6 +95,8 @@ def scan_request_headers(raw: list[tuple[bytes, bytes]]) -> RequestHeaders:
             found.traceparent = text
         elif name == b"tracestate":
             found.tracestate = text
+        elif name == b"tracecard-role" and text.strip().lower() == semconv.ROLE_VERIFIER:
+            found.role = semconv.ROLE_VERIFIER
         forward.append((name.decode("latin-1"), text))
     if connection_listed - {b"keep-alive", b"close"}:
         found.forward = [(n, v) for n, v in forward if n.lower().encode() not in connection_listed]

@@ -130,7 +130,7 @@ def _record(
     attributes: dict[str, Any] = {
         semconv.RUN_ID: run.id,
         semconv.UPSTREAM: upstream.name,
-        semconv.ROLE: semconv.ROLE_AGENT,
+        semconv.ROLE: headers.role,
         semconv.NETWORK_TRANSPORT: "tcp",
         semconv.HTTP_REQUEST_METHOD: method,
         semconv.URL_PATH: f"/{path}",

@@ -132,6 +132,7 @@ async def _post(
         server_port=upstream.port,
         session_id=headers.session_id,
         protocol_version=headers.protocol_version,
+        role=headers.role,
         headers=headers.trace_headers,
     )
     calls = Calls(exchange)
@@ -405,6 +406,7 @@ async def _other(
             server_port=upstream.port,
             session_id=headers.session_id,
             protocol_version=headers.protocol_version,
+            role=headers.role,
         )
         await relay_sse(state, Calls(exchange), response, receive, send, None)
         return

@@ -130,6 +130,9 @@ async def relay_sse(
     finally:
         watcher.cancel()
     if error is None:
+        for event in parser.close():
+            if event.data and event.event == "message":
+                _record_event(state, calls, event.data)
         response.release()
         if calls.requests:
             error = semconv.ERR_PROTOCOL  # the stream ended without answering every request

@@ -32,6 +32,13 @@ class SseParser:
         """True when a partial event is buffered (the stream stopped mid-event)."""
         return bool(self._buffer.strip(b"\r\n")) or self._carry_cr
 
+    def close(self) -> list[SseEvent]:
+        """At the end of the stream: a held-back CR was a line end after all."""
+        if not self._carry_cr:
+            return []
+        self._carry_cr = False
+        return self.feed(b"\n")
+
     def feed(self, chunk: bytes) -> list[SseEvent]:
         """The events completed by `chunk` (line ends CRLF, LF or CR, as the spec allows)."""
         if self._carry_cr:

@@ -129,6 +129,17 @@ def test_run_from_header_and_from_baggage(tracecard: RunningServer) -> None:
     assert [s["name"] for s in run_spans(tracecard.url, by_baggage["id"])] == ["ping"]
 
 
+def test_verifier_traffic_is_marked(tracecard: RunningServer) -> None:
+    run = new_run(tracecard.url)
+    post(
+        run["urls"]["fake"], rpc("tools/call", {"name": "probe"}), **{"Tracecard-Role": "verifier"}
+    )
+    post(run["urls"]["fake"], rpc("tools/call", {"name": "agent"}), **{"Tracecard-Role": "admin"})
+    spans = run_spans(tracecard.url, run["id"])
+    assert named(spans, "tools/call probe")["attributes"]["tracecard.role"] == "verifier"
+    assert named(spans, "tools/call agent")["attributes"]["tracecard.role"] == "agent"
+
+
 def test_a_batch_gets_one_span_per_message_matched_by_id(tracecard: RunningServer) -> None:
     run = new_run(tracecard.url)
     batch = [

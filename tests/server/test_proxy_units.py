@@ -1,0 +1,111 @@
+"""Unit tests of the proxy's pure parts: path routing, the SSE reader, header handling."""
+
+from __future__ import annotations
+
+import pytest
+
+import server.proxy
+from server.proxy.forward import baggage_run, response_headers, scan_request_headers
+from server.proxy.routing import match
+from server.proxy.sse import SseParser
+
+
+def test_public_surface() -> None:
+    assert set(server.proxy.__all__) == {
+        "ProxyRouter",
+        "ProxyState",
+        "feature",
+        "match",
+        "proxy_lifespan",
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "route"),
+    [
+        ("/mcp/tools", ("mcp", None, "tools", "")),
+        ("/mcp/tools/", ("mcp", None, "tools", "")),
+        ("/runs/r1/mcp/tools", ("mcp", "r1", "tools", "")),
+        ("/runs/r1/http/api/a/b", ("http", "r1", "api", "a/b")),
+        ("/http/api/v1/items", ("http", None, "api", "v1/items")),
+        ("/http/api", ("http", None, "api", "")),
+        ("/runs/r1", None),  # the viewer's page
+        ("/runs/r1/spans", None),
+        ("/mcp/", None),
+        ("/mcp/tools/extra", None),
+        ("/api/runs", None),
+    ],
+)
+def test_routing(path: str, route: tuple[str, str | None, str, str] | None) -> None:
+    assert match(path) == route
+
+
+def test_sse_parser_handles_crlf_split_across_chunks_and_priming_events() -> None:
+    stream = (
+        b'id: 0\r\ndata: \r\n\r\n: comment\r\n\r\nevent: message\r\ndata: {"a":\r\n'
+        b"data: 1}\r\n\r\nevent: other\ndata: x\n\ndata: last\r\r"
+    )
+    for size in (1, 2, 3, 7, len(stream)):
+        parser = SseParser()
+        events = []
+        for start in range(0, len(stream), size):
+            events.extend(parser.feed(stream[start : start + size]))
+        events.extend(parser.close())
+        assert [(e.event, e.data, e.id) for e in events] == [
+            ("message", "", "0"),
+            ("message", '{"a":\n1}', None),
+            ("other", "x", None),
+            ("message", "last", None),
+        ], size
+        assert not parser.incomplete
+
+
+def test_sse_parser_knows_a_half_event() -> None:
+    parser = SseParser()
+    assert parser.feed(b'data: {"half') == []
+    assert parser.incomplete
+
+
+def test_request_headers_drop_hop_by_hop_and_keep_the_rest() -> None:
+    found = scan_request_headers(
+        [
+            (b"host", b"tracecard:7800"),
+            (b"connection", b"keep-alive, x-private"),
+            (b"x-private", b"1"),
+            (b"transfer-encoding", b"chunked"),
+            (b"proxy-authorization", b"Basic x"),
+            (b"tracecard-token", b"t"),
+            (b"content-length", b"12"),
+            (b"authorization", b"Bearer agent"),
+            (b"mcp-session-id", b"s1"),
+            (b"tracecard-run", b"r1"),
+            (b"cookie", b"a=1"),
+            (b"cookie", b"b=2"),
+        ]
+    )
+    assert found.forward == [
+        ("authorization", "Bearer agent"),
+        ("mcp-session-id", "s1"),
+        ("tracecard-run", "r1"),
+        ("cookie", "a=1"),
+        ("cookie", "b=2"),
+    ]
+    assert found.session_id == "s1" and found.run_id == "r1" and found.content_length == 12
+
+
+def test_response_headers_drop_hop_by_hop() -> None:
+    raw = ((b"Content-Type", b"text/event-stream"), (b"Transfer-Encoding", b"chunked"))
+    assert response_headers(raw) == [(b"Content-Type", b"text/event-stream")]
+
+
+@pytest.mark.parametrize(
+    ("baggage", "run"),
+    [
+        ("tracecard.run=abc", "abc"),
+        ("user=1, tracecard.run = abc ;prop=2", "abc"),
+        ("user=1", None),
+        (None, None),
+    ],
+)
+def test_baggage(baggage: str | None, run: str | None) -> None:
+    assert baggage_run(baggage) == run
