@@ -93,7 +93,8 @@ class Orchestrator:
             await asyncio.gather(*tasks)
         except BaseException:
             for task in tasks:
-                task.cancel()
+                if not task.done() and not task.cancelling():  # cancelling twice cuts clean-up
+                    task.cancel()
             # each cancelled run stops its agent's process group before it returns
             await asyncio.gather(*tasks, return_exceptions=True)
             await self._abort_unfinished(todo)
@@ -157,10 +158,20 @@ class Orchestrator:
         def abort(run: RunHandle) -> None:
             started = time.monotonic()
             outcome = RunOutcome(run=run, status="aborted", error=reason)
-            with contextlib.suppress(TracecardError):
+            finished: dict[str, Any] = {}
+            try:
                 finished = self.client.finish_run(run.id, status="aborted", error=reason)
-                outcome.scores = {s["component"]: s for s in finished.get("scores") or []}
-                outcome.flags = list(finished.get("flags") or [])
+            except TracecardError as exc:
+                if exc.status_code != 409:
+                    outcome.finish_error = str(exc)
+                else:  # it ended while we were interrupted: keep what the server has
+                    with contextlib.suppress(TracecardError):
+                        finished = self.client.get_run(run.id)
+                        outcome.status = finished["status"]
+                        outcome.final_answer = finished.get("final_answer")
+                        outcome.error = finished.get("error")
+            outcome.scores = {s["component"]: s for s in finished.get("scores") or []}
+            outcome.flags = list(finished.get("flags") or [])
             outcome.duration_s = time.monotonic() - started
             self.outcomes[run.id] = outcome
 

@@ -8,8 +8,10 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "ProcessResult",
@@ -124,6 +126,24 @@ async def stop_group(process: asyncio.subprocess.Process, pgid: int, grace_s: fl
     return True
 
 
+async def _uncancellable(cleanup: Coroutine[Any, Any, bool]) -> bool:
+    """Run a (bounded) clean-up to its end even if we are cancelled again meanwhile; the
+    cancellation is re-raised afterwards."""
+    task = asyncio.ensure_future(cleanup)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+            continue
+        if cancelled:
+            raise asyncio.CancelledError
+        return result
+
+
 async def _drain(stream: asyncio.StreamReader | None, sink: TailBuffer) -> None:
     if stream is None:
         return
@@ -176,7 +196,7 @@ async def run_process(
             timed_out = True
     finally:
         # on timeout, on cancellation (Ctrl-C) and after a normal exit (leftover children)
-        signalled = await stop_group(process, pgid, grace_s)
+        signalled = await _uncancellable(stop_group(process, pgid, grace_s))
         _, pending = await asyncio.wait(drains, timeout=2.0)
         for task in pending:  # a process outside the group still holds the pipe
             task.cancel()
