@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hmac
+import html
 from collections.abc import Awaitable, Callable
 from http.cookies import SimpleCookie
 from typing import Any
+from urllib.parse import parse_qs
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -31,6 +33,63 @@ def _presented_token(scope: Scope) -> str | None:
     return None
 
 
+_LOGIN_CSP = b"default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+
+def _login_page(message: str = "") -> bytes:
+    note = f"<p><strong>{html.escape(message)}</strong></p>" if message else ""
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>tracecard: sign in</title>"
+        "</head><body><main><h1>tracecard</h1>"
+        "<p>This tracecard needs its API token (<code>api_token</code> in the config or "
+        "<code>TRACECARD_API_TOKEN</code>).</p>"
+        f"{note}<form method=post action=/login><label>API token "
+        "<input type=password name=token autocomplete=current-password required autofocus>"
+        "</label> <button type=submit>Sign in</button></form></main></body></html>"
+    ).encode()
+
+
+async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _login(scope: Scope, receive: Receive, send: Send, expected: bytes) -> None:
+    """GET: a sign-in form; POST: check the token and keep it in an HttpOnly cookie."""
+    page = [
+        (b"content-type", b"text/html; charset=utf-8"),
+        (b"content-security-policy", _LOGIN_CSP),
+    ]
+    if scope["method"] != "POST":
+        await _send(send, 200, _login_page(), page)
+        return
+    body = b""
+    while len(body) <= 8192:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    presented = parse_qs(body[:8192].decode("utf-8", errors="replace")).get("token", [""])[0]
+    if not hmac.compare_digest(presented.encode(), expected):
+        await _send(send, 401, _login_page("That is not this server's API token."), page)
+        return
+    cookie = f"{TOKEN_COOKIE}={presented}; Path=/; HttpOnly; SameSite=Strict".encode()
+    await _send(send, 303, b"", [(b"location", b"/"), (b"set-cookie", cookie)])
+
+
+def _wants_html(scope: Scope) -> bool:
+    for name, value in scope.get("headers", []):
+        if name == b"accept":
+            return b"text/html" in value
+    return False
+
+
 def token_guard(app: Any, token: str | None) -> ASGIApp:
     """Wrap `app` so that every path but the open ones needs the API token (when one is set)."""
     if not token:
@@ -38,12 +97,18 @@ def token_guard(app: Any, token: str | None) -> ASGIApp:
     expected = token.encode()
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/login":
+            await _login(scope, receive, send, expected)
+            return
         if scope["type"] != "http" or scope["path"].startswith(OPEN_PATHS):
             await app(scope, receive, send)
             return
         presented = _presented_token(scope)
         if presented is not None and hmac.compare_digest(presented.encode(), expected):
             await app(scope, receive, send)
+            return
+        if _wants_html(scope) and scope["method"] == "GET":
+            await _send(send, 303, b"", [(b"location", b"/login")])
             return
         body = (
             b'{"status_code":401,"detail":"this tracecard needs an API token: send it as '

@@ -25,7 +25,7 @@ from server.evaluation import (
 from server.evaluation_hooks import tasks_of
 from server.lifecycle import RunError, get_run, run_view
 from server.runs import RunInfo
-from traces.models import VerdictRow
+from traces.queries import add_verdict
 
 COMPONENT_NAMES = ("invocation", "completion", "outcome", "safety", "efficiency", "composite")
 
@@ -215,12 +215,16 @@ class RunEvaluationController(Controller):
     async def verdict(self, state: State, run_id: str, data: VerdictCreate) -> dict[str, Any]:
         runtime = runtime_of(state)
         await service_call(get_run(runtime, run_id))
-        row = VerdictRow(
-            run_id=run_id,
-            component=data.component,
-            agree=data.agree,
-            note=data.note,
-            author=data.author,
+        row = await _thread(
+            lambda: add_verdict(
+                runtime.store, run_id, data.component, data.agree, data.note, data.author
+            )
         )
-        await _thread(runtime.store.add_all, [row])
-        return {"run_id": run_id, "component": data.component, "agree": data.agree}
+        return {
+            "id": row.id,
+            "run_id": run_id,
+            "component": row.component,
+            "agree": row.agree,
+            "note": row.note,
+            "author": row.author,
+        }

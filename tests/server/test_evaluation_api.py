@@ -170,6 +170,9 @@ async def test_suite_experiment_finish_scorecard_and_rescore(app_settings: Setti
             json={"component": "completion", "agree": False, "note": "answer was wrong"},
         )
         assert verdict.status_code == 201
+        card = (await client.get(f"/api/experiments/{experiment['id']}/scorecard.json")).json()
+        [agreement] = card["agreement"]
+        assert (agreement["n"], agreement["agree"], agreement["rate"]) == (1, 0, 0.0)
 
         # change the expectation and rescore: scores change, the agent is not run again
         changed = SUITE.replace('text = { exact = "hello" }', 'text = { any = true }')

@@ -67,3 +67,19 @@ def test_with_a_token_the_api_and_the_proxy_need_it(tmp_path: Path) -> None:
         assert httpx.post(f"{running.url}/api/runs", json={}, headers=bearer).status_code == 201
         header = {"Tracecard-Token": "s3cret"}
         assert httpx.post(f"{running.url}/mcp/x", json={}, headers=header).status_code == 404
+
+
+def test_a_browser_signs_in_with_the_token(tmp_path: Path) -> None:
+    settings = Settings(db=f"sqlite:///{tmp_path / 'db.sqlite'}", api_token="s3cret")
+    with running_tracecard(settings) as running, httpx.Client(base_url=running.url) as browser:
+        page = browser.get("/", headers={"Accept": "text/html"})
+        assert page.status_code == 303 and page.headers["location"] == "/login"
+        form = browser.get("/login")
+        assert form.status_code == 200 and 'name="token"' in form.text.replace("=token", '="token"')
+        assert "script-src" not in form.headers["content-security-policy"]  # no script at all
+        wrong = browser.post("/login", data={"token": "guess"})
+        assert wrong.status_code == 401 and "not this server" in wrong.text
+        assert "tracecard_token" not in browser.cookies
+        right = browser.post("/login", data={"token": "s3cret"})
+        assert right.status_code == 303 and "HttpOnly" in right.headers["set-cookie"]
+        assert browser.get("/api/runs/none").status_code == 404  # signed in: past the guard
