@@ -16,15 +16,12 @@ from scorers import (
     ComparisonError,
     ComponentScore,
     RunFacts,
-    RunRecord,
     RunScores,
     Scorecard,
     ScorerRegistry,
     Suite,
     SuiteError,
     Task,
-    Verdict,
-    build_scorecard,
     compare_experiments,
     default_registry,
     parse_suite,
@@ -34,8 +31,9 @@ from scorers import (
 from server.lifecycle import RunError, new_run_row
 from server.settings import Settings
 from traces import semconv
-from traces.models import ExperimentRow, RunRow, SuiteRow, VerdictRow
+from traces.models import ExperimentRow, RunRow, SuiteRow
 from traces.store import Store
+from viewer.scorecards import experiment_card
 
 SCORABLE = ("finished", "errored", "timed_out", "aborted")
 
@@ -279,54 +277,13 @@ def experiment_runs(store: Store, experiment_id: str) -> tuple[ExperimentRow, li
 
 
 def scorecard_for(store: Store, experiment_id: str) -> Scorecard:
-    """The experiment's scorecard from stored scores and people's verdicts."""
-    experiment, runs = experiment_runs(store, experiment_id)
-    suite, _ = find_suite(store, experiment.suite_version)
-    scores = store.scores_for_runs([r.id for r in runs])
+    """The experiment's scorecard from stored scores and people's verdicts — the same one the
+    viewer shows (built by `viewer.scorecards`)."""
     with store.session() as session:
-        verdict_rows = session.exec(
-            select(VerdictRow).where(col(VerdictRow.run_id).in_([r.id for r in runs]))
-        ).all()
-    records = [
-        RunRecord(
-            run_id=run.id,
-            task_id=run.task_id or "",
-            trial=run.trial,
-            status=run.status,
-            final_answer=run.final_answer,
-            components=[
-                ComponentScore(
-                    component=s.component,
-                    value=s.value,
-                    passed=s.passed,
-                    evidence=s.evidence,
-                    scorer=s.scorer,
-                    version=s.scorer_version,
-                )
-                for s in scores[run.id]
-            ],
-            flags=run.flags,
-        )
-        for run in runs
-        if scores[run.id]
-    ]
-    verdicts = [
-        Verdict(
-            run_id=v.run_id,
-            component=v.component,
-            agree=v.agree,
-            note=v.note or "",
-            author=v.author or "",
-        )
-        for v in verdict_rows
-    ]
-    reference = {
-        "id": experiment.id,
-        "config": {"name": experiment.config_name, **experiment.config},
-        "trials": experiment.trials,
-        "created_at": experiment.created_at.isoformat(),
-    }
-    return build_scorecard(suite, reference, records, verdicts)
+        experiment = session.get(ExperimentRow, experiment_id)
+    if experiment is None:
+        raise RunError(f"no experiment with id {experiment_id!r}", 404)
+    return experiment_card(store, experiment).scorecard
 
 
 def compare(store: Store, a: str, b: str, component: str = "outcome") -> Comparison:
