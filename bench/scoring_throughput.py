@@ -35,9 +35,11 @@ upstreams = ["notes"]
 tools = ["write_note", "read_note", "echo"]
 
 [tasks.invocation]
-calls = [{ tool = "write_note", arguments = { key = { exact = "k" }, text = { regex = "^hello" } } },
-         { tool = "read_note", arguments = { key = { exact = "k" } } }]
 order = "subsequence"
+calls = [
+  { tool = "write_note", arguments = { key = { exact = "k" }, text = { regex = "^hello" } } },
+  { tool = "read_note", arguments = { key = { exact = "k" } } },
+]
 
 [tasks.completion]
 checks = [{ contains = "done" }]
@@ -55,38 +57,67 @@ def spans_for(run_id: str, trace_id: str, root: str, rng: random.Random) -> list
     start = time.time_ns()
     spans = [
         {
-            "trace_id": trace_id, "span_id": root, "parent_span_id": None, "run_id": run_id,
-            "name": "invoke_agent bench", "kind": 1, "start_time_unix_nano": start,
-            "end_time_unix_nano": start + 10**9, "status": {"code": 0, "message": None},
-            "attributes": {"tracecard.run.id": run_id}, "events": [],
+            "trace_id": trace_id,
+            "span_id": root,
+            "parent_span_id": None,
+            "run_id": run_id,
+            "name": "invoke_agent bench",
+            "kind": 1,
+            "start_time_unix_nano": start,
+            "end_time_unix_nano": start + 10**9,
+            "status": {"code": 0, "message": None},
+            "attributes": {"tracecard.run.id": run_id},
+            "events": [],
         }
     ]
     for i in range(19):
         tool = rng.choice(["write_note", "read_note", "echo"])
         arguments = {"key": "k", "text": "hello"} if tool == "write_note" else {"key": "k"}
-        spans.append({
-            "trace_id": trace_id, "span_id": os.urandom(8).hex(), "parent_span_id": root,
-            "run_id": run_id, "name": f"tools/call {tool}", "kind": 3,
-            "start_time_unix_nano": start + i * 1000, "end_time_unix_nano": start + i * 1000 + 500,
-            "status": {"code": 0, "message": None}, "events": [],
+        spans.append(
+            {
+                "trace_id": trace_id,
+                "span_id": os.urandom(8).hex(),
+                "parent_span_id": root,
+                "run_id": run_id,
+                "name": f"tools/call {tool}",
+                "kind": 3,
+                "start_time_unix_nano": start + i * 1000,
+                "end_time_unix_nano": start + i * 1000 + 500,
+                "status": {"code": 0, "message": None},
+                "events": [],
+                "attributes": {
+                    "tracecard.run.id": run_id,
+                    "tracecard.role": "agent",
+                    "tracecard.upstream": "notes",
+                    "mcp.method.name": "tools/call",
+                    "gen_ai.tool.name": tool,
+                    "gen_ai.tool.call.arguments": orjson.dumps(arguments).decode(),
+                    "gen_ai.tool.call.result": '{"content":[{"type":"text","text":"ok"}]}',
+                },
+            }
+        )
+    spans.append(
+        {
+            "trace_id": trace_id,
+            "span_id": os.urandom(8).hex(),
+            "parent_span_id": root,
+            "run_id": run_id,
+            "name": "tools/call read_note",
+            "kind": 3,
+            "start_time_unix_nano": start + 10**8,
+            "end_time_unix_nano": start + 10**8 + 500,
+            "status": {"code": 0, "message": None},
+            "events": [],
             "attributes": {
-                "tracecard.run.id": run_id, "tracecard.role": "agent", "tracecard.upstream": "notes",
-                "mcp.method.name": "tools/call", "gen_ai.tool.name": tool,
-                "gen_ai.tool.call.arguments": orjson.dumps(arguments).decode(),
-                "gen_ai.tool.call.result": '{"content":[{"type":"text","text":"ok"}]}',
+                "tracecard.run.id": run_id,
+                "tracecard.role": "verifier",
+                "tracecard.probe.id": "note",
+                "tracecard.probe.kind": "tool",
+                "gen_ai.tool.name": "read_note",
+                "tracecard.probe.value": '{"structuredContent": {"text": "hello"}}',
             },
-        })
-    spans.append({
-        "trace_id": trace_id, "span_id": os.urandom(8).hex(), "parent_span_id": root,
-        "run_id": run_id, "name": "tools/call read_note", "kind": 3,
-        "start_time_unix_nano": start + 10**8, "end_time_unix_nano": start + 10**8 + 500,
-        "status": {"code": 0, "message": None}, "events": [],
-        "attributes": {
-            "tracecard.run.id": run_id, "tracecard.role": "verifier", "tracecard.probe.id": "note",
-            "tracecard.probe.kind": "tool", "gen_ai.tool.name": "read_note",
-            "tracecard.probe.value": '{"structuredContent": {"text": "hello"}}',
-        },
-    })
+        }
+    )
     return spans
 
 
@@ -130,7 +161,9 @@ def main() -> None:
     elapsed = time.perf_counter() - t0
     assert len(results) == len(runs), len(results)
     args.runs = len(runs)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     print(f"loaded {args.runs} runs x 21 spans in {load_s:.1f}s")
     print(f"rescored {args.runs} runs in {elapsed:.1f}s = {args.runs / elapsed:.0f} runs/s")
 

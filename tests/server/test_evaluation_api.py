@@ -149,9 +149,13 @@ async def test_suite_experiment_finish_scorecard_and_rescore(app_settings: Setti
         card = card_response.json()
         assert card_response.status_code == 200, card_response.text
         assert card["schema_version"] == 1
-        rows = list(csv.DictReader(io.StringIO(
-            (await client.get(f"/api/experiments/{experiment['id']}/scorecard.csv")).text
-        )))
+        rows = list(
+            csv.DictReader(
+                io.StringIO(
+                    (await client.get(f"/api/experiments/{experiment['id']}/scorecard.csv")).text
+                )
+            )
+        )
         assert {r["task_id"] for r in rows} == {"echo-hello", "no-tools"}
         junit = ET.fromstring(
             (await client.get(f"/api/experiments/{experiment['id']}/scorecard.xml")).text
@@ -175,10 +179,12 @@ async def test_suite_experiment_finish_scorecard_and_rescore(app_settings: Setti
         assert (agreement["n"], agreement["agree"], agreement["rate"]) == (1, 0, 0.0)
 
         # change the expectation and rescore: scores change, the agent is not run again
-        changed = SUITE.replace('text = { exact = "hello" }', 'text = { any = true }')
+        changed = SUITE.replace('text = { exact = "hello" }', "text = { any = true }")
         await client.post("/api/suites", content=changed)
-        store.update_run(wrong["id"], suite_version=(await client.get("/api/suites")).json()[
-            "suites"][0]["version"])
+        store.update_run(
+            wrong["id"],
+            suite_version=(await client.get("/api/suites")).json()["suites"][0]["version"],
+        )
         rescored = await client.post(f"/api/runs/{wrong['id']}/rescore")
         assert rescored.status_code == 200, rescored.text
         new = {s["component"]: s for s in rescored.json()["scores"]}
@@ -188,7 +194,9 @@ async def test_suite_experiment_finish_scorecard_and_rescore(app_settings: Setti
 async def test_bad_requests_are_clear_and_store_nothing(app_settings: Settings) -> None:
     app = create_app(app_settings)
     async with AsyncTestClient(app) as client:
-        bad = await client.post("/api/suites", content=SUITE.replace("instruction", "instructions", 1))
+        bad = await client.post(
+            "/api/suites", content=SUITE.replace("instruction", "instructions", 1)
+        )
         assert bad.status_code == 422
         assert "tasks[0]" in bad.json()["detail"] and "request body" in bad.json()["detail"]
         assert (await client.get("/api/suites")).json()["suites"] == []
@@ -213,9 +221,11 @@ async def test_compare_different_suites_is_an_error(app_settings: Settings) -> N
         await client.post("/api/suites", content=SUITE)
         a = await _experiment(client, "a", 1)
         await client.post("/api/suites", content=SUITE.replace('name = "notes"', 'name = "other"'))
-        b = (await client.post(
-            "/api/experiments", json={"suite": "other", "config": {"name": "b"}, "trials": 1}
-        )).json()
+        b = (
+            await client.post(
+                "/api/experiments", json={"suite": "other", "config": {"name": "b"}, "trials": 1}
+            )
+        ).json()
         response = await client.get(f"/api/compare?a={a['id']}&b={b['id']}")
         assert response.status_code == 422 and "different suites" in response.json()["detail"]
         same = await client.get(f"/api/compare?a={a['id']}&b={a['id']}")

@@ -30,17 +30,19 @@ name = "notes-e2e"
 id = "save-greeting"
 instruction = "Save the note 'greeting' with the text 'hello world', then say done."
 upstreams = ["notes"]
-tools = ["write_note", "read_note", "echo"]
 
-[tasks.invocation]
-calls = [{ tool = "write_note", arguments = { key = { exact = "greeting" }, text = { regex = "^hello" } } }]
+[[tasks.invocation.calls]]
+tool = "write_note"
+arguments = { key = { exact = "greeting" }, text = { regex = "^hello" } }
 
 [tasks.completion]
 checks = [{ contains = "done" }]
 
 [tasks.outcome]
 probes = [{ id = "note", upstream = "notes", tool = "read_note", arguments = { key = "greeting" } }]
-predicates = [{ probe = "note", path = "$.structuredContent.text", op = "eq", value = "hello world" }]
+predicates = [
+  { probe = "note", path = "$.structuredContent.text", op = "eq", value = "hello world" },
+]
 """
 
 ENFORCING = (
