@@ -20,7 +20,7 @@ from server.settings import Settings
 
 __all__ = ["embedded_server", "free_port", "port_in_use"]
 
-QUIET_LOGGERS = ("alembic", "httpx", "httpcore", "mcp", "uvicorn.error")
+QUIET_LOGGERS = ("alembic", "httpx", "httpx2", "httpcore", "mcp", "uvicorn.error")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -38,7 +38,8 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def _quiet_logging() -> None:
-    # Alembic's migration logging and httpx's request lines would drown the progress bar.
+    # Alembic's migration lines (at INFO, through the handler Litestar's logging config installs)
+    # and httpx's request lines would drown the progress bar.
     logging.getLogger().setLevel(logging.WARNING)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -72,6 +73,7 @@ def embedded_server(settings: Settings, startup_timeout_s: float = 30.0) -> Iter
     )
     server = uvicorn.Server(config)
     failure: list[BaseException] = []
+    _quiet_logging()
 
     def serve() -> None:
         try:

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlmodel import select
 
 from scorers import Scorecard
 from server.cli import main
 from server.evaluation import compare, scorecard_for
+from server.orchestration.embedded import free_port
 from tests.examples.helpers import ROOT
 from tests.server.test_run_cli import doc_command
 from traces.models import ExperimentRow
@@ -165,3 +171,48 @@ def test_a_taken_port_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[
         code = main(["demo", "--no-serve", "--port", str(port), "--dir", str(tmp_path / "d")])
     assert code == 2
     assert f"port {port} on 127.0.0.1 is taken" in capsys.readouterr().err
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if text in cmdline and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def test_the_demo_serves_until_ctrl_c_and_leaves_nothing_running(tmp_path: Path) -> None:
+    port = free_port()
+    folder = tmp_path / "demo"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", "demo", "--trials", "1", "--port", str(port)]
+        + ["--dir", str(folder), "--quiet"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if "serving until Ctrl-C" in line:
+            break
+    else:
+        pytest.fail("".join(lines))
+    page = httpx.get(f"http://127.0.0.1:{port}/experiments", timeout=10)
+    assert page.status_code == 200 and "careful" in page.text and "hasty" in page.text
+    assert _processes_mentioning("preload.py")  # the preloaded helpdesk is up
+    process.send_signal(signal.SIGINT)
+    assert process.wait(30) == 0
+    deadline = time.monotonic() + 5
+    while _processes_mentioning(str(folder)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_mentioning(str(folder)) == []  # no helpdesk left in a sandbox
+    assert [p for p in _processes_mentioning("tracecard-demo-")] == []  # nor the preloader
