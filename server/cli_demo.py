@@ -34,6 +34,7 @@ from server.lifecycle import RunError
 from server.orchestration.agents import PythonAgent
 from server.orchestration.embedded import embedded_server
 from server.orchestration.summary import comparison_table, verdict_line
+from server.orchestrator import RunOutcome
 from server.settings import Settings, UpstreamSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,6 +132,7 @@ def _demo(args: argparse.Namespace) -> int:
     folder = fresh_folder(Path(args.dir))
     module = load_agent_module()
     experiments: dict[str, str] = {}
+    outcomes: dict[str, list[RunOutcome]] = {}
     with contextlib.ExitStack() as stack:
         preloaded = stack.enter_context(preloaded_helpdesk())
         served = stack.enter_context(embedded_server(demo_settings(folder, args.port, preloaded)))
@@ -150,7 +152,7 @@ def _demo(args: argparse.Namespace) -> int:
             }
             experiment = client.create_experiment(suite["version"], config, args.trials)
             experiments[style] = experiment.id
-            _outcomes, interrupted = orchestrate(
+            outcomes[style], interrupted = orchestrate(
                 client,
                 experiment,
                 _agent(module, style),
@@ -165,7 +167,7 @@ def _demo(args: argparse.Namespace) -> int:
                 console.print("interrupted: finished runs kept, the others aborted")
                 return 130
         for style in STYLES:
-            print_summary(console, client, experiments[style], [])
+            print_summary(console, client, experiments[style], outcomes[style])
         a, b = experiments[STYLES[0]], experiments[STYLES[1]]
         comparison = client.compare(a, b, "outcome")
         console.print(comparison_table(comparison, *STYLES))

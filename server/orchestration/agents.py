@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from server.client import RunHandle
-from server.orchestration.process import run_process
+from server.orchestration.process import ProcessResult, run_process
 
 __all__ = [
     "AgentOutcome",
@@ -155,25 +155,28 @@ class CommandAgent:
             stdout_limit=self.stdout_limit,
             stderr_limit=self.stderr_limit,
         )
-        answer = read_answer(answer_file, result.stdout_tail)
-        common = {
-            "final_answer": answer,
-            "exit_code": result.exit_code,
-            "duration_s": result.duration_s,
-            "stdout_tail": result.stdout_tail,
-            "stderr_tail": result.stderr_tail,
-        }
+        status, error = self._classify(result, timeout_s)
+        return AgentOutcome(
+            status=status,
+            final_answer=read_answer(answer_file, result.stdout_tail),
+            error=error,
+            exit_code=result.exit_code,
+            duration_s=result.duration_s,
+            stdout_tail=result.stdout_tail,
+            stderr_tail=result.stderr_tail,
+        )
+
+    def _classify(self, result: ProcessResult, timeout_s: float) -> tuple[str, str | None]:
+        """The run's status and, unless it finished, why: in words a person can act on."""
         if result.start_error is not None:
-            return AgentOutcome(status="errored", error=result.start_error, **common)  # type: ignore[arg-type]
+            return "errored", result.start_error
         stderr = _tail(result.stderr_tail)
         if result.timed_out:
             error = (
                 f"timed out after {timeout_s:g}s: stopped its process group "
                 f"(SIGTERM, SIGKILL after {self.grace_s:g}s)"
             )
-            if stderr:
-                error += f"; stderr tail:\n{stderr}"
-            return AgentOutcome(status="timed_out", error=error, **common)  # type: ignore[arg-type]
+            return "timed_out", error + (f"; stderr tail:\n{stderr}" if stderr else "")
         code = result.exit_code
         if code != 0:
             how = (
@@ -181,9 +184,10 @@ class CommandAgent:
                 if code and code > 0
                 else f"was killed by signal {-(code or 0)}"
             )
-            error = f"agent {how}" + (f"; stderr tail:\n{stderr}" if stderr else "; no stderr")
-            return AgentOutcome(status="errored", error=error, **common)  # type: ignore[arg-type]
-        return AgentOutcome(status="finished", error=None, **common)  # type: ignore[arg-type]
+            return "errored", f"agent {how}" + (
+                f"; stderr tail:\n{stderr}" if stderr else "; no stderr"
+            )
+        return "finished", None
 
 
 PythonAgentFunction = Callable[[Mapping[str, str]], Awaitable[str | None]]
