@@ -22,7 +22,7 @@ async def proxy_lifespan(runtime: Runtime) -> AsyncIterator[ProxyState]:
         yield state
     finally:
         runtime.extensions.pop("proxy", None)
-        await state.client.close()
+        await state.client.aclose()
 
 
 def feature() -> tuple[list[Any], Any]:

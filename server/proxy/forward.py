@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import httpx
 
 from server.proxy.errors import ProxyError, Receive, Scope
 from traces import semconv
+
+if TYPE_CHECKING:
+    from server.proxy.state import Upstream
+
+# The deadline is the proxy's own (`asyncio.timeout`); httpx only bounds the connect.
+_TIMEOUT = {"connect": 10.0, "read": None, "write": None, "pool": None}
 
 # RFC 9110 7.6.1 hop-by-hop headers; Host is rewritten, Content-Length recomputed, and the
 # tracecard token is tracecard's own credential, never handed to an upstream.
@@ -114,7 +124,7 @@ def baggage_run(baggage: str | None) -> str | None:
     return None
 
 
-def response_headers(raw: tuple[tuple[bytes, bytes], ...]) -> list[tuple[bytes, bytes]]:
+def response_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """The upstream's response headers without hop-by-hop ones (Content-Length is kept)."""
     return [(name, value) for name, value in raw if name.lower() not in _DROP_RESPONSE]
 
@@ -157,3 +167,30 @@ def client_key(scope: Scope, user_agent: str) -> str:
     client = scope.get("client")
     address = client[0] if client else "unknown"
     return f"client:{address}:{user_agent}"
+
+
+async def open_upstream(
+    client: httpx.AsyncClient,
+    method: str,
+    url: httpx.URL | str,
+    forward: list[tuple[str, str]],
+    body: bytes,
+    timeout_s: float,
+) -> httpx.Response:
+    """Send the request as it is and wait (within `timeout_s`) for the response head.
+
+    The body streams: read it with `aiter_raw()` (never decoded) and close the response.
+    """
+    request = httpx.Request(
+        method, url, headers=forward, content=body, extensions={"timeout": _TIMEOUT}
+    )
+    async with asyncio.timeout(timeout_s):
+        return await client.send(request, stream=True)
+
+
+def upstream_url(upstream: Upstream, query: bytes, path: str | None = None) -> httpx.URL | str:
+    """Where to send a request: the MCP endpoint (parsed once), or a plain HTTP tool's path."""
+    if path is None and not query:
+        return upstream.target
+    url = upstream.url if path is None else f"{upstream.url}/{path}"
+    return f"{url}?{query.decode('latin-1')}" if query else url

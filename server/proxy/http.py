@@ -6,18 +6,20 @@ import asyncio
 import time
 from typing import Any
 
-import aiohttp
+import httpx
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from server.proxy.errors import ProxyError, Receive, Scope, Send
 from server.proxy.forward import (
     RequestHeaders,
+    open_upstream,
     read_body,
     response_headers,
     scan_request_headers,
+    upstream_url,
 )
-from server.proxy.mcp import choose_run
-from server.proxy.relay import STREAM_ERRORS, Decoder
+from server.proxy.relay import STREAM_ERRORS, TIMEOUT_ERRORS, Decoder
+from server.proxy.sessions import choose_run
 from server.proxy.state import ProxyState, Upstream
 from server.recording import parse_json, traceparent_of
 from server.runs import RunInfo
@@ -39,27 +41,29 @@ async def handle_http(
     body = await read_body(receive, state.runtime.settings.max_body_bytes, headers.content_length)
     start_ns = time.time_ns()
     method = scope["method"]
-    query = scope.get("query_string", b"").decode("latin-1")
-    url = f"{upstream.url}/{path}" + (f"?{query}" if query else "")
+    raw_query: bytes = scope.get("query_string", b"")
+    query = raw_query.decode("latin-1")
+    url = upstream_url(upstream, raw_query, path)
     forward = headers.forward + upstream.extra_headers
     cap = state.recorder.redactor.cap
     started = False
+    response: httpx.Response | None = None
+    deadline = asyncio.get_running_loop().time() + upstream.timeout_s  # head and body alike
     try:
-        async with asyncio.timeout(upstream.timeout_s):
-            response = await state.client.request(
-                method, url, data=body or None, headers=forward, allow_redirects=False
-            )
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": response.status,
-                    "headers": response_headers(response.raw_headers),
-                }
-            )
-            started = True
-            kept, size = await _relay_capped(response, send, cap)
-    except (TimeoutError, *STREAM_ERRORS) as exc:
-        timed_out = isinstance(exc, TimeoutError)
+        response = await open_upstream(state.client, method, url, forward, body, upstream.timeout_s)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status_code,
+                "headers": response_headers(response.headers.raw),
+            }
+        )
+        started = True
+        kept, size = await _relay_capped(response, send, cap, deadline)
+    except (*TIMEOUT_ERRORS, *STREAM_ERRORS) as exc:
+        if response is not None:
+            await response.aclose()
+        timed_out = isinstance(exc, TIMEOUT_ERRORS)
         text = (
             f"upstream {upstream.name!r} did not answer within {upstream.timeout_s}s"
             if timed_out
@@ -79,20 +83,21 @@ async def handle_http(
 
 
 async def _relay_capped(
-    response: aiohttp.ClientResponse, send: Send, cap: int
+    response: httpx.Response, send: Send, cap: int, deadline: float
 ) -> tuple[bytes, int]:
     """Send the body on; keep only its first `cap` bytes (plus one) for the span."""
     kept: list[bytes] = []
     kept_size = 0
     size = 0
-    async for chunk in response.content.iter_any():
-        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        size += len(chunk)
-        if kept_size <= cap:
-            kept.append(chunk)
-            kept_size += len(chunk)
+    async with asyncio.timeout_at(deadline):
+        async for chunk in response.aiter_raw():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            size += len(chunk)
+            if kept_size <= cap:
+                kept.append(chunk)
+                kept_size += len(chunk)
     await send({"type": "http.response.body", "body": b""})
-    response.release()
+    await response.aclose()
     return b"".join(kept), size
 
 
@@ -121,7 +126,7 @@ def _record(
     query: str,
     body: bytes,
     start_ns: int,
-    response: aiohttp.ClientResponse | None = None,
+    response: httpx.Response | None = None,
     received: bytes = b"",
     size: int = 0,
     error: str | None = None,
@@ -147,8 +152,8 @@ def _record(
         attributes[semconv.REQUEST_BODY], truncated = _payload(state, body, len(body))
     status = Status(StatusCode.UNSET)
     if response is not None:
-        attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = response.status
-        for name, value in response.headers.items():
+        attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = response.status_code
+        for name, value in response.headers.multi_items():
             lowered = name.lower()
             secret = lowered in redactor.headers or lowered == "set-cookie"
             attributes[f"http.response.header.{lowered}"] = "[REDACTED]" if secret else value
@@ -156,9 +161,9 @@ def _record(
         text, cut = _payload(state, received, size, encoding)
         attributes[semconv.RESPONSE_BODY] = text
         truncated = truncated or cut
-        if response.status >= 400:
-            attributes[semconv.ERROR_TYPE] = str(response.status)
-            status = Status(StatusCode.ERROR, f"HTTP {response.status}")
+        if response.status_code >= 400:
+            attributes[semconv.ERROR_TYPE] = str(response.status_code)
+            status = Status(StatusCode.ERROR, f"HTTP {response.status_code}")
     if error is not None:
         attributes[semconv.ERROR_TYPE] = error
         status = Status(StatusCode.ERROR, error)

@@ -8,11 +8,10 @@ arrives, and close the spans after the agent has its bytes.
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from typing import Any
 
-import aiohttp
+import httpx
 import orjson
 
 from server.proxy.calls import (
@@ -24,8 +23,8 @@ from server.proxy.calls import (
     record_message,
     traceparent_value,
 )
+from server.proxy.enforce import Started, enforce_calls
 from server.proxy.errors import (
-    CODE_BLOCKED,
     CODE_UPSTREAM,
     ProxyError,
     Receive,
@@ -36,13 +35,14 @@ from server.proxy.errors import (
 )
 from server.proxy.forward import (
     RequestHeaders,
-    baggage_run,
-    client_key,
+    open_upstream,
     read_body,
     response_headers,
     scan_request_headers,
+    upstream_url,
 )
-from server.proxy.relay import STREAM_ERRORS, Decoder, relay_body, relay_sse
+from server.proxy.relay import STREAM_ERRORS, TIMEOUT_ERRORS, Decoder, relay_body, relay_sse
+from server.proxy.sessions import choose_run
 from server.proxy.state import ProxyState, Upstream
 from server.recording import Exchange, parse_json
 from server.runs import RunInfo
@@ -66,40 +66,12 @@ async def handle_mcp(
         await _post(state, scope, receive, send, upstream, headers, body, path_run)
         return
     run = await choose_run(state, scope, upstream, headers, path_run, None)
-    body = b"" if method in ("GET", "DELETE", "HEAD") else await read_body(
-        receive, state.runtime.settings.max_body_bytes, headers.content_length
+    body = (
+        b""
+        if method in ("GET", "DELETE", "HEAD")
+        else await read_body(receive, state.runtime.settings.max_body_bytes, headers.content_length)
     )
     await _other(state, scope, receive, send, upstream, headers, run, method, body)
-
-
-async def choose_run(
-    state: ProxyState,
-    scope: Scope,
-    upstream: Upstream,
-    headers: RequestHeaders,
-    path_run: str | None,
-    first_method: str | None,
-) -> RunInfo:
-    """The run: path, then `Tracecard-Run`, then baggage, else ad hoc (per session or client)."""
-    runs = state.runtime.runs
-    explicit = path_run or headers.run_id or baggage_run(headers.baggage)
-    if explicit:
-        info = runs.cached(explicit) or await runs.resolve(explicit)
-        if info is None:
-            raise ProxyError(
-                404, f"no run with id {explicit!r}: create one with POST /api/runs", run_id=explicit
-            )
-        return info
-    if headers.session_id:
-        key = (upstream.name, headers.session_id)
-        info = state.session_runs.get(key)
-        if info is None:
-            info = runs.adhoc(f"mcp-session:{upstream.name}:{headers.session_id}")
-            state.session_runs[key] = info
-        return info
-    if first_method == "initialize":  # a new session: its run is bound to the session id later
-        return runs.adhoc(f"mcp-session:{upstream.name}:new-{secrets.token_hex(8)}")
-    return runs.adhoc(client_key(scope, headers.user_agent))
 
 
 def _messages(parsed: Any) -> list[dict[str, Any]]:
@@ -141,7 +113,7 @@ async def _post(
         calls.unparsable = state.recorder.unparsable(body, reason, exchange, "mcp.unparsable")
     else:
         started = _start_spans(state, calls, messages, start_ns)
-        if await _enforce(state, calls, send, started, headers, isinstance(parsed, list)):
+        if await enforce_calls(state, calls, send, started, headers, isinstance(parsed, list)):
             return
         if state.runtime.settings.recording.inject_traceparent and _inject(calls, started):
             body = orjson.dumps(parsed)
@@ -150,7 +122,7 @@ async def _post(
 
 def _start_spans(
     state: ProxyState, calls: Calls, messages: list[dict[str, Any]], start_ns: int
-) -> list[tuple[dict[str, Any], Any]]:
+) -> Started:
     """Open one span per request or notification; remember the agent's replies."""
     recorder = state.recorder
     started = []
@@ -173,7 +145,7 @@ def _start_spans(
     return started
 
 
-def _inject(calls: Calls, started: list[tuple[dict[str, Any], Any]]) -> bool:
+def _inject(calls: Calls, started: Started) -> bool:
     """Add our span's `traceparent` to `params._meta` where absent (the only payload change)."""
     changed = False
     for message, pending in started:
@@ -189,65 +161,6 @@ def _inject(calls: Calls, started: list[tuple[dict[str, Any], Any]]) -> bool:
     return changed
 
 
-async def _enforce(
-    state: ProxyState,
-    calls: Calls,
-    send: Send,
-    started: list[tuple[dict[str, Any], Any]],
-    headers: RequestHeaders,
-    batch: bool,
-) -> bool:
-    """Ask the enforce hook about each tool call; answer and record instead of forwarding."""
-    enforce = state.runtime.extensions.get("enforce")
-    if enforce is None:
-        return False
-    upstream = calls.exchange.upstream
-    verdicts: dict[int, Any] = {}
-    for index, (message, pending) in enumerate(started):
-        if pending.method != "tools/call":
-            continue
-        found = message.get("params")
-        params: dict[str, Any] = found if isinstance(found, dict) else {}
-        tool = str(params.get("name"))
-        decision = enforce(
-            calls.exchange.run,
-            upstream,
-            tool,
-            params.get("arguments") or {},
-            state.tool_annotations(upstream, tool),
-        )
-        if decision is not None:
-            verdicts[index] = decision
-    if not verdicts:
-        return False
-    replies = []  # a batch with one blocked call is not forwarded at all: no partial effects
-    for index, (_message, pending) in enumerate(started):
-        decision = verdicts.get(index)
-        if decision is not None:
-            text = f"blocked by tracecard rule {decision.rule_id}: {decision.message}"
-            state.recorder.block(pending, str(decision.rule_id), text)
-        else:
-            text = "not forwarded: another call in this batch was blocked"
-            state.recorder.fail(pending, semconv.ERR_BLOCKED, text)
-        if pending.request_id is not None:
-            rule = decision.rule_id if decision is not None else None
-            replies.append(jsonrpc_error(pending.request_id, CODE_BLOCKED, text, rule=rule))
-    calls.requests.clear()
-    calls.notifications.clear()
-    as_sse = "application/json" not in headers.accept or state.answers_sse.get(upstream, False)
-    if replies:
-        await send_jsonrpc(send, replies, batch, as_sse)
-    else:
-        await send({"type": "http.response.start", "status": 202, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-    return True
-
-
-def _target(upstream: Upstream, scope: Scope) -> str:
-    query = scope.get("query_string")
-    return f"{upstream.url}?{query.decode('latin-1')}" if query else upstream.url
-
-
 async def _open(
     state: ProxyState,
     method: str,
@@ -255,19 +168,13 @@ async def _open(
     scope: Scope,
     headers: RequestHeaders,
     body: bytes,
-) -> aiohttp.ClientResponse:
+) -> httpx.Response:
     """Send the request and wait (within the upstream's timeout) for the response head."""
     forward = headers.forward
     if upstream.extra_headers:
         forward = forward + upstream.extra_headers
-    async with asyncio.timeout(upstream.timeout_s):
-        return await state.client.request(
-            method,
-            _target(upstream, scope),
-            data=body or None,
-            headers=forward,
-            allow_redirects=False,
-        )
+    url = upstream_url(upstream, scope.get("query_string", b""))
+    return await open_upstream(state.client, method, url, forward, body, upstream.timeout_s)
 
 
 async def _forward_post(
@@ -284,13 +191,13 @@ async def _forward_post(
     deadline = loop.time() + upstream.timeout_s
     try:
         response = await _open(state, "POST", upstream, scope, headers, body)
-    except TimeoutError:
+    except TIMEOUT_ERRORS:
         await _answer_failure(state, calls, send, semconv.ERR_TIMEOUT, upstream, 504)
         return
     except STREAM_ERRORS as exc:
         await _answer_failure(state, calls, send, semconv.ERR_UNAVAILABLE, upstream, 502, exc)
         return
-    status = response.status
+    status = response.status_code
     session = response.headers.get("Mcp-Session-Id")
     if session and not headers.session_id:
         _bind_session(state, calls, upstream, headers, session)
@@ -302,7 +209,7 @@ async def _forward_post(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": response_headers(response.raw_headers),
+            "headers": response_headers(response.headers.raw),
         }
     )
     if is_sse:
@@ -337,7 +244,7 @@ def _bind_session(
     calls.exchange.session_id = session
     for pending in [*calls.requests.values(), *calls.notifications]:
         pending.span.set_attribute(semconv.MCP_SESSION_ID, session)
-    state.session_runs.setdefault((upstream.name, session), calls.exchange.run)
+    state.session_runs.bind((upstream.name, session), calls.exchange.run)
 
 
 async def _answer_failure(
@@ -383,7 +290,7 @@ async def _other(
     """GET (the server's SSE stream), DELETE (end of session) and anything else, unchanged."""
     try:
         response = await _open(state, method, upstream, scope, headers, body)
-    except TimeoutError as exc:
+    except TIMEOUT_ERRORS as exc:
         raise ProxyError(
             504, f"upstream {upstream.name!r} did not answer within {upstream.timeout_s}s"
         ) from exc
@@ -394,8 +301,8 @@ async def _other(
     await send(
         {
             "type": "http.response.start",
-            "status": response.status,
-            "headers": response_headers(response.raw_headers),
+            "status": response.status_code,
+            "headers": response_headers(response.headers.raw),
         }
     )
     if response.headers.get("Content-Type", "").startswith("text/event-stream"):
@@ -411,7 +318,5 @@ async def _other(
         await relay_sse(state, Calls(exchange), response, receive, send, None)
         return
     await relay_body(response, send, None)
-    if method == "DELETE" and response.status < 300 and headers.session_id:
-        key = (upstream.name, headers.session_id)
-        state.session_runs.pop(key, None)
-        state.runtime.runs.forget_adhoc(f"mcp-session:{upstream.name}:{headers.session_id}")
+    if method == "DELETE" and response.status_code < 300 and headers.session_id:
+        state.session_runs.pop((upstream.name, headers.session_id))  # and its ad-hoc run entry

@@ -9,7 +9,7 @@ import asyncio
 import zlib
 from typing import Any
 
-import aiohttp
+import httpx
 import orjson
 
 from server.proxy.calls import Calls, fail_open, record_message
@@ -18,9 +18,11 @@ from server.proxy.sse import SseParser, sse_frame
 from server.proxy.state import ProxyState
 from traces import semconv
 
-WHOLE_BODY_MAX = 256 * 1024  # bodies up to this size (declared) are read in one piece
+WHOLE_BODY_MAX = 256 * 1024  # bodies up to this size (declared) are sent in one message
+# The proxy's deadline passed, or the connect did not finish within httpx's connect timeout.
+TIMEOUT_ERRORS = (TimeoutError, httpx.TimeoutException)
 # What breaks a stream midway: the upstream died, reset the connection or sent garbage.
-STREAM_ERRORS = (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError)
+STREAM_ERRORS = (httpx.TransportError, OSError)
 
 
 class Decoder:
@@ -63,40 +65,45 @@ def watch_disconnect(receive: Receive) -> asyncio.Task[None]:
     return asyncio.get_running_loop().create_task(watch())
 
 
+def _declared_length(response: httpx.Response) -> int | None:
+    length = response.headers.get("content-length")
+    return int(length) if length is not None and length.isdigit() else None
+
+
 async def relay_body(
-    response: aiohttp.ClientResponse, send: Send, deadline: float | None
+    response: httpx.Response, send: Send, deadline: float | None
 ) -> tuple[bytes, str | None]:
     """Send the whole body on; return what was received and the transport error type, if any."""
     try:
         async with asyncio.timeout_at(deadline):
-            length = response.content_length
-            if length is not None and length <= WHOLE_BODY_MAX:
-                body = await response.read()
+            length = _declared_length(response)
+            if length is not None and length <= WHOLE_BODY_MAX:  # one ASGI message, not three
+                body = b"".join([chunk async for chunk in response.aiter_raw()])
                 await send({"type": "http.response.body", "body": body})
                 return body, None
             chunks: list[bytes] = []
-            async for chunk in response.content.iter_any():
+            async for chunk in response.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 chunks.append(chunk)
-    except TimeoutError:
+    except TIMEOUT_ERRORS:
         error: str | None = semconv.ERR_TIMEOUT
     except STREAM_ERRORS:
         error = semconv.ERR_PROTOCOL
     else:
         error = None
+    finally:
+        await response.aclose()  # a body read to its end returns the connection to the pool
     if error is not None:
-        response.close()
         await send({"type": "http.response.body", "body": b""})
         return b"", error
     await send({"type": "http.response.body", "body": b""})
-    response.release()
     return b"".join(chunks), None
 
 
 async def relay_sse(
     state: ProxyState,
     calls: Calls,
-    response: aiohttp.ClientResponse,
+    response: httpx.Response,
     receive: Receive,
     send: Send,
     deadline: float | None,
@@ -108,36 +115,35 @@ async def relay_sse(
     error: str | None = None
     try:
         async with asyncio.timeout_at(deadline) as timer:
-            async for chunk in response.content.iter_any():
+            async for chunk in response.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 for event in parser.feed(decoder.feed(chunk)):
                     if event.data and event.event == "message":
                         _record_event(state, calls, event.data)
                 if deadline is not None and not calls.requests:
                     timer.reschedule(None)  # answered: the rest of the stream has no deadline
-    except TimeoutError:
+    except TIMEOUT_ERRORS:
         error = semconv.ERR_TIMEOUT
     except STREAM_ERRORS:
         error = semconv.ERR_PROTOCOL
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if not watcher.done() or watcher.cancelled() or task is None:
+            await response.aclose()
             raise
         task.uncancel()  # the agent went away: stop reading, keep what was recorded
-        response.close()
+        await response.aclose()
         fail_open(state, calls, "client_disconnected", "the agent disconnected")
         return
     finally:
         watcher.cancel()
+    await response.aclose()  # returns the connection to the pool only if the body ended
     if error is None:
         for event in parser.close():
             if event.data and event.event == "message":
                 _record_event(state, calls, event.data)
-        response.release()
         if calls.requests:
             error = semconv.ERR_PROTOCOL  # the stream ended without answering every request
-    else:
-        response.close()
     if error is not None and calls.requests:
         await _answer_open_requests(state, calls, send, error, parser.incomplete)
     await send({"type": "http.response.body", "body": b""})

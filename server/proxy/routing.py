@@ -108,7 +108,7 @@ class ProxyRouter:
     ) -> None:
         """Upstreams with `command` are bridged by the stdio feature, when it is installed."""
         from server.proxy.forward import scan_request_headers
-        from server.proxy.mcp import choose_run
+        from server.proxy.sessions import choose_run
 
         handler = state.runtime.extensions.get("stdio")
         if handler is None:

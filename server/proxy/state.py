@@ -7,15 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
+import httpx
 
+from server.proxy.sessions import SessionKey, SessionRuns, session_key
+from server.proxy.transport import make_proxy_client
 from server.recording import PendingCall, Recorder
-from server.runs import RunInfo
 from server.runtime import Runtime
 from server.settings import UpstreamSettings
 
-# aiohttp adds these unless told not to; the proxy forwards only what the agent sent.
-_SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 _SERVER_REQUEST_CAP = 4096  # open server->client requests remembered for their replies
 
 
@@ -26,6 +25,7 @@ class Upstream:
     name: str
     settings: UpstreamSettings
     url: str
+    target: httpx.URL  # parsed once: httpx would parse a str URL on every request
     host: str | None
     port: int | None
     path: str
@@ -41,6 +41,7 @@ class Upstream:
             name=name,
             settings=settings,
             url=url,
+            target=httpx.URL(url) if parts.scheme else httpx.URL(),
             host=parts.hostname,
             port=parts.port or (default_port if parts.hostname else None),
             path=parts.path,
@@ -55,12 +56,12 @@ class ProxyState:
 
     runtime: Runtime
     recorder: Recorder
-    client: aiohttp.ClientSession
+    client: httpx.AsyncClient
     upstreams: dict[str, Upstream]
     # tools/list results per upstream: tool name -> annotations (for tools/call spans, enforce)
     annotations: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
-    # ad-hoc runs of MCP sessions, keyed (upstream, session id)
-    session_runs: dict[tuple[str, str], RunInfo] = field(default_factory=dict)
+    # runs of MCP sessions, keyed (upstream, session id): LRU-bounded, idle entries expire
+    session_runs: SessionRuns = field(default_factory=SessionRuns)
     # whether an upstream answered its last POST with SSE (the form blocked calls are answered in)
     answers_sse: dict[str, bool] = field(default_factory=dict)
     # server->client requests awaiting the agent's reply, keyed (upstream, session id, request id)
@@ -79,19 +80,6 @@ class ProxyState:
         return self.annotations.get(upstream, {}).get(tool)
 
 
-def make_client() -> aiohttp.ClientSession:
-    """The upstream client: raw aiohttp, no decompression, no headers of its own."""
-    connector = aiohttp.TCPConnector(limit=512, limit_per_host=0, ttl_dns_cache=300)
-    return aiohttp.ClientSession(
-        connector=connector,
-        auto_decompress=False,  # bytes pass through exactly as the upstream sent them
-        skip_auto_headers=_SKIP_AUTO_HEADERS,
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0),
-        trust_env=False,
-        cookie_jar=aiohttp.DummyCookieJar(),  # never mix one agent's cookies into another's calls
-    )
-
-
 def build_state(runtime: Runtime) -> ProxyState:
     """The proxy state for `runtime` (call inside a running event loop)."""
     settings = runtime.settings
@@ -99,9 +87,15 @@ def build_state(runtime: Runtime) -> ProxyState:
         name: Upstream.build(name, upstream, settings.upstream_timeout_s)
         for name, upstream in settings.upstreams.items()
     }
+    runs = runtime.runs
+
+    def forget(key: SessionKey) -> None:  # the session's ad-hoc run leaves the cache with it
+        runs.forget_adhoc(session_key(*key))
+
     return ProxyState(
         runtime=runtime,
         recorder=Recorder(runtime.tracer, settings.recording),
-        client=make_client(),
+        client=make_proxy_client(),
         upstreams=upstreams,
+        session_runs=SessionRuns(on_forget=forget),
     )

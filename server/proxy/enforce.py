@@ -1,0 +1,67 @@
+"""Enforce mode: ask the safety hook about each tool call and answer instead of forwarding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.proxy.calls import Calls
+from server.proxy.errors import CODE_BLOCKED, Send, jsonrpc_error, send_jsonrpc
+from server.proxy.forward import RequestHeaders
+from server.proxy.state import ProxyState
+from traces import semconv
+
+Started = list[tuple[dict[str, Any], Any]]  # (message, its PendingCall) per request sent
+
+
+async def enforce_calls(
+    state: ProxyState,
+    calls: Calls,
+    send: Send,
+    started: Started,
+    headers: RequestHeaders,
+    batch: bool,
+) -> bool:
+    """True when a call was blocked and the agent has been answered (nothing is forwarded)."""
+    enforce = state.runtime.extensions.get("enforce")
+    if enforce is None:
+        return False
+    upstream = calls.exchange.upstream
+    verdicts: dict[int, Any] = {}
+    for index, (message, pending) in enumerate(started):
+        if pending.method != "tools/call":
+            continue
+        found = message.get("params")
+        params: dict[str, Any] = found if isinstance(found, dict) else {}
+        tool = str(params.get("name"))
+        decision = enforce(
+            calls.exchange.run,
+            upstream,
+            tool,
+            params.get("arguments") or {},
+            state.tool_annotations(upstream, tool),
+        )
+        if decision is not None:
+            verdicts[index] = decision
+    if not verdicts:
+        return False
+    replies = []  # a batch with one blocked call is not forwarded at all: no partial effects
+    for index, (_message, pending) in enumerate(started):
+        decision = verdicts.get(index)
+        if decision is not None:
+            text = f"blocked by tracecard rule {decision.rule_id}: {decision.message}"
+            state.recorder.block(pending, str(decision.rule_id), text)
+        else:
+            text = "not forwarded: another call in this batch was blocked"
+            state.recorder.fail(pending, semconv.ERR_BLOCKED, text)
+        if pending.request_id is not None:
+            rule = decision.rule_id if decision is not None else None
+            replies.append(jsonrpc_error(pending.request_id, CODE_BLOCKED, text, rule=rule))
+    calls.requests.clear()
+    calls.notifications.clear()
+    as_sse = "application/json" not in headers.accept or state.answers_sse.get(upstream, False)
+    if replies:
+        await send_jsonrpc(send, replies, batch, as_sse)
+    else:
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+    return True

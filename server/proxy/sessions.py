@@ -1,0 +1,125 @@
+"""Which run a proxied request belongs to, and the bounded map of MCP sessions to their runs."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from server.proxy.errors import ProxyError, Scope
+from server.proxy.forward import RequestHeaders, baggage_run, client_key
+from server.runs import RunInfo
+
+if TYPE_CHECKING:
+    from server.proxy.state import ProxyState, Upstream
+
+SessionKey = tuple[str, str]  # (upstream name, Mcp-Session-Id)
+SESSIONS_MAX = 10_000  # sessions remembered at once; the least recently used goes first
+SESSION_IDLE_S = 6 * 3600.0  # a session unused this long is forgotten (a later call: new run)
+
+
+def session_key(upstream: str, session_id: str) -> str:
+    """The ad-hoc run key of an MCP session that named no run."""
+    return f"mcp-session:{upstream}:{session_id}"
+
+
+class SessionRuns:
+    """Runs by (upstream, session id): LRU-bounded and idle-expiring, not just shrunk on DELETE.
+
+    Without a bound a proxy that never sees DELETE (clients that just disconnect) grows
+    forever; `on_forget` is told of every entry dropped so the ad-hoc run cache can follow.
+    """
+
+    def __init__(
+        self,
+        capacity: int = SESSIONS_MAX,
+        idle_s: float = SESSION_IDLE_S,
+        on_forget: Callable[[SessionKey], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._entries: OrderedDict[SessionKey, tuple[RunInfo, float]] = OrderedDict()
+        self.capacity = capacity
+        self.idle_s = idle_s
+        self._on_forget = on_forget
+        self._clock = clock
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def get(self, key: SessionKey) -> RunInfo | None:
+        """The session's run, refreshed as recently used; None if unknown or expired."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        now = self._clock()
+        if now - entry[1] > self.idle_s:
+            self.pop(key)
+            return None
+        self._entries[key] = (entry[0], now)
+        self._entries.move_to_end(key)
+        return entry[0]
+
+    def bind(self, key: SessionKey, run: RunInfo) -> RunInfo:
+        """Remember `run` for the session unless it has one already; return the session's run."""
+        found = self.get(key)
+        if found is not None:
+            return found
+        now = self._clock()
+        self._entries[key] = (run, now)
+        self._expire(now)
+        return run
+
+    def pop(self, key: SessionKey) -> RunInfo | None:
+        """Forget the session (its DELETE, or eviction)."""
+        entry = self._entries.pop(key, None)
+        if entry is not None and self._on_forget is not None:
+            self._on_forget(key)
+        return entry[0] if entry is not None else None
+
+    def _expire(self, now: float) -> None:
+        entries = self._entries
+        while len(entries) > self.capacity:
+            self.pop(next(iter(entries)))
+        while entries:  # oldest first: stop at the first one still in use
+            key, (_run, seen) = next(iter(entries.items()))
+            if now - seen <= self.idle_s:
+                break
+            self.pop(key)
+
+
+async def choose_run(
+    state: ProxyState,
+    scope: Scope,
+    upstream: Upstream,
+    headers: RequestHeaders,
+    path_run: str | None,
+    first_method: str | None,
+) -> RunInfo:
+    """The run: path, then `Tracecard-Run`, then baggage, else ad hoc (per session or client)."""
+    runs = state.runtime.runs
+    explicit = path_run or headers.run_id or baggage_run(headers.baggage)
+    if explicit:
+        info = runs.cached(explicit) or await runs.resolve(explicit)
+        if info is None:
+            raise ProxyError(
+                404, f"no run with id {explicit!r}: create one with POST /api/runs", run_id=explicit
+            )
+        return info
+    if headers.session_id:
+        key = (upstream.name, headers.session_id)
+        info = state.session_runs.get(key)
+        if info is None:
+            info = runs.adhoc(session_key(upstream.name, headers.session_id))
+            state.session_runs.bind(key, info)
+        return info
+    if first_method == "initialize":  # a new session: its run is bound to the session id later
+        key_text = session_key(upstream.name, f"new-{secrets.token_hex(8)}")
+        info = runs.adhoc(key_text)
+        runs.forget_adhoc(key_text)  # a random key is never asked for again: keep no entry
+        return info
+    return runs.adhoc(client_key(scope, headers.user_agent))
