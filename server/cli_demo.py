@@ -28,7 +28,7 @@ from typing import Any
 
 from rich.console import Console
 
-from server.cli_run import orchestrate, print_summary, serve_forever
+from server.cli_run import interrupt_on_sigterm, orchestrate, print_summary, serve_forever
 from server.client import TracecardClient
 from server.lifecycle import RunError
 from server.orchestration.agents import PythonAgent
@@ -118,6 +118,16 @@ def preloaded_helpdesk() -> Iterator[str | None]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def flaky_tasks(card: dict[str, Any]) -> list[str]:
+    """Tasks whose trials disagreed on the outcome, the completion or the invocation."""
+    flaky = []
+    for task in card["tasks"]:
+        flips = {c["component"] for c in task["components"] if c.get("flip")}
+        if flips & {"outcome", "completion", "invocation"}:
+            flaky.append(task["task_id"])
+    return flaky
+
+
 def _agent(module: ModuleType, style: str) -> PythonAgent:
     async def run(env: Mapping[str, str]) -> str:
         answer: str = await module.run_helpdesk_agent(env, style)
@@ -129,6 +139,7 @@ def _agent(module: ModuleType, style: str) -> PythonAgent:
 def _demo(args: argparse.Namespace) -> int:
     console = Console()
     started = time.monotonic()
+    interrupt_on_sigterm()
     folder = fresh_folder(Path(args.dir))
     module = load_agent_module()
     experiments: dict[str, str] = {}
@@ -166,8 +177,10 @@ def _demo(args: argparse.Namespace) -> int:
             if interrupted:
                 console.print("interrupted: finished runs kept, the others aborted")
                 return 130
-        for style in STYLES:
-            print_summary(console, client, experiments[style], outcomes[style])
+        cards = {
+            style: print_summary(console, client, experiments[style], outcomes[style])
+            for style in STYLES
+        }
         a, b = experiments[STYLES[0]], experiments[STYLES[1]]
         comparison = client.compare(a, b, "outcome")
         console.print(comparison_table(comparison, *STYLES))
@@ -180,6 +193,13 @@ def _demo(args: argparse.Namespace) -> int:
         for style in STYLES:
             console.print(f"  {style + ':':<17} {base}/experiments/{experiments[style]}")
         console.print(f"  side by side:     {base}/compare/experiments?a={a}&b={b}")
+        flaky = flaky_tasks(cards[STYLES[1]])
+        if flaky:
+            console.print(f"  {STYLES[1]}'s flaky tasks, trials side by side:")
+            for task_id in flaky[:5]:
+                console.print(
+                    f"    {task_id:<20} {base}/compare/runs?experiment={b}&task={task_id}"
+                )
         console.print(
             f"  scorecard export: {base}/api/experiments/{b}/scorecard.md (.json .csv .xml)"
         )

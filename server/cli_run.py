@@ -8,10 +8,11 @@ import argparse
 import asyncio
 import contextlib
 import shlex
+import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 
@@ -29,6 +30,7 @@ from server.orchestrator import Orchestrator, RunOutcome
 from server.settings import load_settings
 
 INTERRUPTED = 130
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -85,13 +87,40 @@ def orchestrate(
     interrupted = False
     with bar:
         try:
-            asyncio.run(orchestrator.run(experiment))
-        except KeyboardInterrupt:
+            asyncio.run(_cancel_on_sigterm(orchestrator.run(experiment)))
+        except (KeyboardInterrupt, asyncio.CancelledError):
             interrupted = True
+        finally:
+            interrupt_on_sigterm()  # asyncio reset it when the loop closed
     outcomes = [
         orchestrator.outcomes[r.id] for r in experiment.runs if r.id in orchestrator.outcomes
     ]
     return outcomes, interrupted
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def interrupt_on_sigterm() -> None:
+    """Make SIGTERM stop `tracecard run` and `tracecard demo` the way Ctrl-C does: agents
+    stopped, unfinished runs aborted, the embedded server shut down cleanly."""
+    with contextlib.suppress(ValueError):  # only the main thread may set handlers
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+async def _cancel_on_sigterm(work: Coroutine[Any, Any, T]) -> T:
+    """Await `work`; SIGTERM cancels it (inside the loop, like asyncio.run does for SIGINT)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await work
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(signal.SIGTERM)
 
 
 def print_summary(
@@ -118,6 +147,7 @@ def _run(args: argparse.Namespace) -> int:
         raise RunError("--trials and --concurrency must be at least 1, --timeout positive")
     console = Console()
     started = time.monotonic()
+    interrupt_on_sigterm()
     with connect(args) as client:
         try:
             suite = client.add_suite(Path(args.suite))

@@ -73,6 +73,7 @@ class Orchestrator:
         self.listener = listener
         self.keep_answers = keep_answers
         self.outcomes: dict[str, RunOutcome] = {}  # run id -> outcome, as runs end
+        self._ended: dict[str, AgentOutcome] = {}  # run id -> how its agent ended
 
     def _notify(self, event: str, run: RunHandle, outcome: RunOutcome | None = None) -> None:
         if self.listener is not None:
@@ -119,6 +120,7 @@ class Orchestrator:
                 token=self.token,
             )
             agent_outcome = await self.agent(env, answer_file, self.timeout_s)
+            self._ended[run.id] = agent_outcome  # kept if we are interrupted while finishing
             _write_logs(run_dir, agent_outcome)
             if not self.keep_answers:
                 shutil.rmtree(run_dir, ignore_errors=True)
@@ -170,6 +172,9 @@ class Orchestrator:
                         outcome.status = finished["status"]
                         outcome.final_answer = finished.get("final_answer")
                         outcome.error = finished.get("error")
+                    if run.id in self._ended:
+                        outcome.error = self._ended[run.id].error or outcome.error
+                        outcome.exit_code = self._ended[run.id].exit_code
             outcome.scores = {s["component"]: s for s in finished.get("scores") or []}
             outcome.flags = list(finished.get("flags") or [])
             outcome.duration_s = time.monotonic() - started

@@ -61,12 +61,20 @@ def main(argv: list[str] | None = None) -> int:
     import helpdesk  # noqa: F401 - the point: import the MCP SDK and the tools once
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+    parent = os.getppid()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
         listener.bind(args[0])
         listener.listen(64)
+        listener.settimeout(1.0)
         print("ready", flush=True)
         while True:
-            conn, _ = listener.accept()
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                if os.getppid() != parent:  # whoever started us is gone: so are we
+                    return 0
+                continue
+            conn.settimeout(None)
             message, fds, _flags, _addr = socket.recv_fds(conn, MAX_MESSAGE, 3)
             if len(fds) != 3:
                 for fd in fds:

@@ -169,7 +169,8 @@ INTERRUPT_SUITE = {
 }
 
 
-def test_summary_and_ctrl_c(settings: Settings, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_summary_and_ctrl_c(stop: signal.Signals, settings: Settings, tmp_path: Path) -> None:
     agent = tmp_path / "fault_agent.py"
     agent.write_text(FAULT_AGENT)
     suite = tmp_path / "interrupt.json"
@@ -189,11 +190,11 @@ def test_summary_and_ctrl_c(settings: Settings, tmp_path: Path) -> None:
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "the quick runs did not end"
             time.sleep(0.1)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         out, err = process.communicate(timeout=60)
         assert process.returncode == 130, err
         assert "interrupted: kept the finished runs, aborted 2" in out
-        assert "exited with code 3" in out and "ValueError: boom" in out  # the crash's reason
+        assert "exited with code 3" in out and "ValueError: boom" in out, out  # the reason
         assert f"viewer: {server.url}/experiments/" in out
         experiment_id = out.split("experiment ", 1)[1].split(":", 1)[0].strip()
         runs = {r["task_id"]: r for r in server_runs(server.url, experiment_id)}
