@@ -10,7 +10,18 @@ from .scorecard import Scorecard
 
 __all__ = ["Comparison", "ComparisonError", "TaskComparison", "compare_experiments"]
 
-TaskClass = Literal["both_pass", "both_fail", "improved", "regressed", "missing"]
+TaskClass = Literal[
+    "both_pass", "both_fail", "improved", "regressed", "missing", "not_evaluated"
+]
+# Display order: what a person comparing last night with last week must see first.
+CLASS_ORDER: tuple[TaskClass, ...] = (
+    "regressed",
+    "improved",
+    "missing",
+    "both_fail",
+    "both_pass",
+    "not_evaluated",
+)
 VerdictText = Literal["A better", "B better", "undecided"]
 
 
@@ -43,17 +54,12 @@ class Comparison:
 
     def counts(self) -> dict[str, int]:
         """How many tasks fall in each class."""
-        names: tuple[TaskClass, ...] = (
-            "both_pass",
-            "both_fail",
-            "improved",
-            "regressed",
-            "missing",
-        )
-        return {name: sum(1 for t in self.tasks if t.cls == name) for name in names}
+        return {name: sum(1 for t in self.tasks if t.cls == name) for name in CLASS_ORDER}
 
 
-def _classify(a: float | None, b: float | None) -> TaskClass:
+def _classify(a: float | None, b: float | None, in_both: bool) -> TaskClass:
+    if a is None and b is None and in_both:
+        return "not_evaluated"  # the component has no expectation for this task
     if a is None or b is None:
         return "missing"
     if b > a:
@@ -89,7 +95,11 @@ def compare_experiments(
         rate_a = stats.pass_rate if stats else None
         rate_b = rates_b.get(task.task_id)
         diff = rate_b - rate_a if rate_a is not None and rate_b is not None else None
-        rows.append(TaskComparison(task.task_id, rate_a, rate_b, diff, _classify(rate_a, rate_b)))
+        in_both = task.task_id in rates_b
+        cls = _classify(rate_a, rate_b, in_both)
+        rows.append(TaskComparison(task.task_id, rate_a, rate_b, diff, cls))
+    only_b = sorted(set(rates_b) - {task.task_id for task in a.tasks})
+    rows.extend(TaskComparison(t, None, rates_b[t], None, "missing") for t in only_b)
     differences = [r.difference for r in rows if r.difference is not None]
     interval = bootstrap_mean(differences, resamples=resamples, seed=seed)
     verdict: VerdictText = "undecided"

@@ -22,6 +22,7 @@ from scorers import (
     to_junit,
     to_markdown,
 )
+from scorers.compare import CLASS_ORDER
 from server.evaluation import compare, experiment_runs, rescore, scorecard_for
 from server.lifecycle import RunError
 from server.settings import load_settings
@@ -76,7 +77,7 @@ def _compare(args: argparse.Namespace) -> int:
     table = Table(title=f"{args.component}: B={args.b} vs A={args.a}")
     for column in ("task", "A", "B", "B - A", "class"):
         table.add_column(column)
-    order = {"regressed": 0, "improved": 1, "missing": 2, "both_fail": 3, "both_pass": 4}
+    order = {name: rank for rank, name in enumerate(CLASS_ORDER)}
     for row in sorted(result.tasks, key=lambda t: (order[t.cls], t.task_id)):
         table.add_row(row.task_id, _num(row.a), _num(row.b), _num(row.difference), row.cls)
     Console().print(table)

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from pydantic import ValidationError
 
-from scorers.compare import Comparison, compare_experiments
+from scorers.compare import CLASS_ORDER, Comparison, compare_experiments
 from scorers.scorecard import RunRecord, Scorecard, Verdict, build_scorecard
 from scorers.suite import Suite, Task
 from scorers.types import ComponentScore
 from traces import queries
 from traces.models import ExperimentRow, RunRow
 from traces.store import Store
-
-# Regressions first: what a person comparing last night with last week must see at once.
-CLASS_ORDER: Final = ("regressed", "improved", "missing", "both_fail", "both_pass")
 
 
 @dataclass(frozen=True)

@@ -87,3 +87,11 @@ def test_different_suite_versions_cannot_be_compared() -> None:
 def test_comparison_is_reproducible() -> None:
     a, b = card(10, [0.2] * 10, "A"), card(10, [0.7] * 10, "B")
     assert compare_experiments(a, b, seed=5) == compare_experiments(a, b, seed=5)
+
+
+def test_a_component_neither_side_evaluated_is_not_evaluated_not_missing() -> None:
+    a = card(3, [1, 0], "A", trials=1)  # t2 has no outcome score on either side
+    b = card(3, [1, 1], "B", trials=1)
+    result = compare_experiments(a, b)
+    assert [t.cls for t in result.tasks] == ["both_pass", "improved", "not_evaluated"]
+    assert result.counts()["not_evaluated"] == 1 and result.counts()["missing"] == 0
