@@ -137,7 +137,7 @@ def _agent(module: ModuleType, style: str) -> PythonAgent:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    console = Console()
+    console = Console(soft_wrap=True)  # URLs stay whole; tables still fit the width
     started = time.monotonic()
     interrupt_on_sigterm()
     folder = fresh_folder(Path(args.dir))

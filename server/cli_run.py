@@ -145,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
         raise RunError("--agent is empty: give the command that runs one trial of your agent")
     if args.trials < 1 or args.concurrency < 1 or args.timeout <= 0:
         raise RunError("--trials and --concurrency must be at least 1, --timeout positive")
-    console = Console()
+    console = Console(soft_wrap=True)  # URLs stay whole; tables still fit the width
     started = time.monotonic()
     interrupt_on_sigterm()
     with connect(args) as client:

@@ -68,27 +68,30 @@ def _cell(stats: dict[str, Any] | None) -> str:
         return "n/e"
     if not stats.get("evaluated"):  # a value without pass/fail (the composite)
         return f"{mean:.2f}"
-    text = f"{mean:.2f} ({stats['passes']}/{stats['evaluated']})"
-    return text + " ⇄" if stats.get("flip") else text
+    flip = " ⇄" if stats.get("flip") else ""
+    return f"{mean:.2f} {stats['passes']}/{stats['evaluated']}{flip}"
+
+
+HEADERS = {"invocation": "invoc.", "completion": "compl.", "efficiency": "effic."}
 
 
 def scorecard_table(card: dict[str, Any], title: str | None = None) -> Table:
-    """Rows: tasks and the suite mean; columns: components as mean (passes/evaluated).
-    ⇄ marks a task whose trials both passed and failed (a flip)."""
+    """Rows: tasks and the suite mean; columns: components as `mean passes/evaluated`.
+    ⇄ marks a task whose trials both passed and failed (a flip); n/e: not evaluated."""
     experiment = card["experiment"]
     name = experiment["config"].get("name", experiment["id"])
+    trials = max((t["runs"] for t in card["tasks"]), default=0)
     table = Table(
-        title=title or f"{name} · {card['suite']['name']} · experiment {experiment['id']}"
+        title=title
+        or f"{name} · {card['suite']['name']} · experiment {experiment['id']} · {trials} trials",
+        caption="mean passes/evaluated per task · ⇄ trials disagree · n/e not evaluated",
     )
-    table.add_column("task")
-    table.add_column("runs", justify="right")
+    table.add_column("task", no_wrap=True)
     for component in COMPONENTS:
-        table.add_column(component, justify="right")
+        table.add_column(HEADERS.get(component, component), justify="right")
     for task in card["tasks"]:
         by_component = {c["component"]: c for c in task["components"]}
-        table.add_row(
-            task["task_id"], str(task["runs"]), *(_cell(by_component.get(c)) for c in COMPONENTS)
-        )
+        table.add_row(task["task_id"], *(_cell(by_component.get(c)) for c in COMPONENTS))
     summaries = {c["component"]: c for c in card["components"]}
     means = []
     for component in COMPONENTS:
@@ -96,9 +99,9 @@ def scorecard_table(card: dict[str, Any], title: str | None = None) -> Table:
         if summary is None or summary["mean"] is None:
             means.append("–")
         else:
-            means.append(f"{summary['mean']:.2f} [{summary['low']:.2f}, {summary['high']:.2f}]")
+            means.append(f"{summary['mean']:.2f} ({summary['low']:.2f}–{summary['high']:.2f})")
     table.add_section()
-    table.add_row("mean [95% CI]", str(len(card["runs"])), *means, style="bold")
+    table.add_row(f"mean, 95% CI ({len(card['runs'])} runs)", *means, style="bold")
     return table
 
 
