@@ -86,7 +86,6 @@ class TracecardClient:
             transport=transport,
             trust_env=False,
         )
-        self._finish_takes_error: bool | None = None
 
     def __enter__(self) -> TracecardClient:
         return self
@@ -175,21 +174,12 @@ class TracecardClient:
         error: str | None = None,
     ) -> dict[str, Any]:
         """End a run: the server runs its probes and scorers and returns it with `scores` and
-        `flags`. `error` (why it errored or timed out) is sent when the server accepts it."""
+        `flags`. `error` says why it errored or timed out; it is stored on the run."""
         body: dict[str, Any] = {"status": status}
         if final_answer is not None:
             body["final_answer"] = final_answer
-        if error is not None and self._finish_takes_error is not False:
-            path = f"/api/runs/{run_id}/finish"
-            try:
-                result = self._json("POST", path, json={**body, "error": error})
-            except TracecardError as exc:
-                if exc.status_code != 400 or "'error'" not in repr(exc.extra):
-                    raise
-                self._finish_takes_error = False  # a server that takes no reason: kept locally
-            else:
-                self._finish_takes_error = True
-                return result
+        if error is not None:
+            body["error"] = error
         return self._json("POST", f"/api/runs/{run_id}/finish", json=body)
 
     def scorecard(self, experiment_id: str, fmt: ScorecardFormat = "json") -> Any:

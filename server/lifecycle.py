@@ -50,6 +50,7 @@ class RunFinish(BaseModel):
 
     final_answer: str | None = None
     status: str = "finished"
+    error: str | None = Field(default=None, max_length=20_000)  # why it did not finish
 
 
 # Hooks other features register on the runtime: `finish_hooks` (probes, scoring) run first and
@@ -153,6 +154,7 @@ async def finish_run(runtime: Runtime, run_id: str, body: RunFinish) -> dict[str
     fields = {
         "status": body.status,
         "final_answer": body.final_answer,
+        "error": body.error,
         "finished_at": datetime.now(UTC),
     }
     updated = await anyio.to_thread.run_sync(lambda: runtime.store.update_run(run_id, **fields))

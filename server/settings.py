@@ -131,10 +131,11 @@ def _env_value(raw: str) -> Any:
 
 def _apply_env(document: dict[str, Any], environ: Mapping[str, str]) -> None:
     for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name.startswith(ENV_PREFIX + "TEST_"):
+        if not name.startswith(ENV_PREFIX):
             continue
         keys = [k.lower() for k in name[len(ENV_PREFIX) :].split("__") if k]
-        if not keys:
+        # Agents get TRACECARD_RUN_ID and friends (docs/agents.md): only settings keys apply.
+        if not keys or keys[0] not in Settings.model_fields:
             continue
         target = document
         for key in keys[:-1]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,8 @@ def alembic_config() -> Config:
 
 def upgrade(store: Store, revision: str = "head") -> None:
     """Bring the database to `revision`; safe to call on every start."""
+    # Alembic narrates every step at INFO; a server start should stay quiet unless asked.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     config = alembic_config()
     with store.engine.begin() as connection:
         config.attributes["connection"] = connection

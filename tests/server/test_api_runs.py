@@ -73,3 +73,18 @@ async def test_run_lifecycle(tracecard: RunningServer) -> None:
 def test_unknown_run_is_404(tracecard: RunningServer, method: str, path: str) -> None:
     answer = httpx.request(method, f"{tracecard.url}{path}", json={} if method == "POST" else None)
     assert answer.status_code == 404 and "'nope'" in answer.json()["detail"]
+
+
+def test_a_run_that_errored_keeps_its_reason(tracecard: RunningServer) -> None:
+    run = httpx.post(f"{tracecard.url}/api/runs", json={"config": {"name": "cfg"}}).json()
+    reason = "agent exited with code 3: Traceback ... KeyError: 'ticket'"
+    ended = httpx.post(
+        f"{tracecard.url}/api/runs/{run['id']}/finish",
+        json={"status": "errored", "error": reason},
+        timeout=30,
+    )
+    assert ended.status_code == 200 and ended.json()["error"] == reason
+    read = httpx.get(f"{tracecard.url}/api/runs/{run['id']}").json()
+    assert (read["status"], read["error"]) == ("errored", reason)
+    bad = httpx.post(f"{tracecard.url}/api/runs/{run['id']}/finish", json={"status": "done"})
+    assert bad.status_code in (400, 409)

@@ -83,3 +83,9 @@ def test_a_browser_signs_in_with_the_token(tmp_path: Path) -> None:
         right = browser.post("/login", data={"token": "s3cret"})
         assert right.status_code == 303 and "HttpOnly" in right.headers["set-cookie"]
         assert browser.get("/api/runs/none").status_code == 404  # signed in: past the guard
+
+
+def test_an_agents_environment_does_not_break_the_settings() -> None:
+    # tracecard run gives agents TRACECARD_RUN_ID etc.; a server started there must still load
+    environ = {"TRACECARD_RUN_ID": "abc", "TRACECARD_INSTRUCTION": "x", "TRACECARD_PORT": "9123"}
+    assert load_settings(environ=environ).port == 9123
