@@ -10,7 +10,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from scorers import (
     SuiteError,
@@ -22,9 +21,10 @@ from scorers import (
     to_junit,
     to_markdown,
 )
-from scorers.compare import CLASS_ORDER
+from server.api.evaluation import comparison_view
 from server.evaluation import compare, experiment_runs, rescore, scorecard_for
 from server.lifecycle import RunError
+from server.orchestration.summary import comparison_table, verdict_line
 from server.settings import load_settings
 from traces.store import Store
 
@@ -73,21 +73,9 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    result = compare(_store(args), args.a, args.b, args.component)
-    table = Table(title=f"{args.component}: B={args.b} vs A={args.a}")
-    for column in ("task", "A", "B", "B - A", "class"):
-        table.add_column(column)
-    order = {name: rank for rank, name in enumerate(CLASS_ORDER)}
-    for row in sorted(result.tasks, key=lambda t: (order[t.cls], t.task_id)):
-        table.add_row(row.task_id, _num(row.a), _num(row.b), _num(row.difference), row.cls)
-    Console().print(table)
-    interval = result.interval
-    span = (
-        f" mean {interval.mean:+.3f} [{interval.low:+.3f}, {interval.high:+.3f}]"
-        if interval
-        else ""
-    )
-    print(f"verdict: {result.verdict}{span} — {result.reason}")
+    view = comparison_view(compare(_store(args), args.a, args.b, args.component))
+    Console().print(comparison_table(view, args.a, args.b))
+    print(verdict_line(view, args.a, args.b))
     return 0
 
 

@@ -18,6 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from scorers.compare import CLASS_ORDER
 from server.client import RunHandle
 from server.orchestrator import RunOutcome
 
@@ -140,7 +141,7 @@ def failures_table(outcomes: Sequence[RunOutcome], limit: int = 20) -> Table | N
 
 def comparison_table(result: dict[str, Any], name_a: str, name_b: str) -> Table:
     """Per-task paired classes of B against A, regressions first."""
-    order = {"regressed": 0, "improved": 1, "missing": 2, "both_fail": 3, "both_pass": 4}
+    order = {name: rank for rank, name in enumerate(CLASS_ORDER)}
     table = Table(title=f"{result['component']}: {name_b} (B) against {name_a} (A)")
     for column in ("task", "A", "B", "B − A", "class"):
         table.add_column(column, justify="left" if column in ("task", "class") else "right")
