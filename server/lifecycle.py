@@ -171,8 +171,10 @@ async def finish_run(runtime: Runtime, run_id: str, body: RunFinish) -> dict[str
     for hook in runtime.extensions.get("after_finish_hooks", []):
         await hook(runtime, updated)
     events = runtime.extensions.get("root_events", lambda _run, _extra: [])(updated, extra)
-    emit(
-        runtime.processor,
-        root_span(updated, end_ns=time.time_ns(), events=events, resource=runtime.resource),
+    await runtime.flush()
+    first = await anyio.to_thread.run_sync(runtime.store.first_span_start, run_id)
+    root = root_span(
+        updated, end_ns=time.time_ns(), events=events, resource=runtime.resource, start_ns=first
     )
+    emit(runtime.processor, root)
     return run_view(runtime, updated, **extra)

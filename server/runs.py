@@ -176,6 +176,7 @@ def root_span(
     end_ns: int,
     events: list[Event] | None = None,
     resource: Resource,
+    start_ns: int | None = None,
 ) -> ReadableSpan:
     """The run's root span `invoke_agent {config}`, built with the run's own ids."""
     context = SpanContext(
@@ -185,7 +186,8 @@ def root_span(
         trace_flags=TraceFlags(TraceFlags.SAMPLED),
     )
     created = run.created_at if run.created_at.tzinfo else run.created_at.replace(tzinfo=UTC)
-    start_ns = int(created.timestamp() * 1e9)
+    # from the run's first recorded message when known: a run may wait in a queue after creation
+    start_ns = start_ns or int(created.timestamp() * 1e9)
     attributes: dict[str, Any] = {
         semconv.GEN_AI_OPERATION_NAME: semconv.OP_INVOKE_AGENT,
         semconv.RUN_ID: run.id,

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, RowMapping, bindparam, delete, select, update
+from sqlalchemy import Engine, RowMapping, bindparam, delete, func, select, update
 from sqlmodel import Session, SQLModel
 
 from traces import semconv
@@ -204,6 +204,14 @@ class Store:
                 rows.extend(r for r in session.scalars(by_trace) if r.span_id not in seen)
         rows.sort(key=lambda r: (r.start_ns, r.span_id))
         return [span_row_to_dict(r) for r in rows]
+
+    def first_span_start(self, run_id: str) -> int | None:
+        """When the run's earliest stored span started (ns), or None."""
+        table = SpanRow.__table__  # type: ignore[attr-defined]
+        with self.engine.connect() as connection:
+            query = select(func.min(table.c.start_ns)).where(table.c.run_id == run_id)
+            value = connection.execute(query).scalar()
+        return int(value) if value is not None else None
 
     def span(self, span_id: str) -> SpanDict | None:
         with self.session() as session:
