@@ -82,7 +82,8 @@ async def test_score_export_gate_compare(
 
     assert main(["compare", good, poor, "--component", "completion", *db]) == 0
     printed = capsys.readouterr().out
-    assert "regressed" in printed and "verdict on completion: undecided" in printed  # 2 tasks cannot decide
+    # two tasks cannot decide
+    assert "regressed" in printed and "verdict on completion: undecided" in printed
 
     assert main(["gate", "--experiment", good, "--min", "outcome", *db]) == 2
     assert "COMPONENT=VALUE" in capsys.readouterr().err
