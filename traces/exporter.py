@@ -9,6 +9,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
@@ -32,21 +33,47 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def _plain_attributes(attributes: Any) -> dict[str, Any]:
+    """Attributes as a plain dict; tuples (the SDK's arrays) become lists, for JSON."""
+    if not attributes:
+        return {}
+    found = dict(attributes)
+    for key, value in found.items():
+        if isinstance(value, tuple):
+            found[key] = list(value)
+    return found
+
+
+_RESOURCES: dict[int, tuple[Resource, dict[str, Any]]] = {}  # one or two per process
+
+
+def _resource_dict(resource: Resource) -> dict[str, Any]:
+    """The resource's attributes, converted once per resource (every span shares one)."""
+    cached = _RESOURCES.get(id(resource))
+    if cached is not None and cached[0] is resource:
+        return cached[1]
+    if len(_RESOURCES) > 16:
+        _RESOURCES.clear()
+    converted = _plain_attributes(resource.attributes)
+    _RESOURCES[id(resource)] = (resource, converted)
+    return converted
+
+
 def readable_to_dict(span: ReadableSpan) -> SpanDict:
     """An SDK span as a span dict in the JSON API shape."""
     context = span.get_span_context()
     assert context is not None
     parent = span.parent
-    attributes = {k: _plain(v) for k, v in (span.attributes or {}).items()}
+    attributes = _plain_attributes(span.attributes)
     events = [
         {
             "name": e.name,
             "time_unix_nano": e.timestamp,
-            "attributes": {k: _plain(v) for k, v in (e.attributes or {}).items()},
+            "attributes": _plain_attributes(e.attributes),
         }
         for e in span.events
     ]
-    resource = {k: _plain(v) for k, v in span.resource.attributes.items()}
+    resource = _resource_dict(span.resource)
     scope = span.instrumentation_scope.name if span.instrumentation_scope else None
     return {
         "trace_id": format(context.trace_id, "032x"),

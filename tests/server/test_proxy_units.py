@@ -109,3 +109,49 @@ def test_response_headers_drop_hop_by_hop() -> None:
 )
 def test_baggage(baggage: str | None, run: str | None) -> None:
     assert baggage_run(baggage) == run
+
+
+def test_recorded_spans_reach_the_processors_like_sdk_spans() -> None:
+    """The recorder's hand-built spans: on_start, then one ReadableSpan with what was set."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind, StatusCode
+
+    from server.recording import Exchange, Recorder
+    from server.runs import RunInfo
+    from server.settings import RecordingSettings
+
+    started: list[str] = []
+
+    class Starts(SimpleSpanProcessor):
+        def on_start(self, span, parent_context=None):  # type: ignore[no-untyped-def]
+            started.append(span.attributes["tracecard.run.id"])
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(Starts(exporter))
+    recorder = Recorder(provider.get_tracer("t"), RecordingSettings())
+    run = RunInfo(id="r1", trace_id="ab" * 16, root_span_id="cd" * 8)
+    exchange = Exchange(run=run, upstream="tools")
+    message = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"token": "s3cret", "text": "hi"}},
+    }
+    pending = recorder.start(message, exchange)
+    recorder.note(pending, {"method": "notifications/progress", "params": {"progress": 1}})
+    recorder.finish(pending, {"jsonrpc": "2.0", "id": 7, "result": {"isError": True}})
+    pending.span.set_attribute("late", "ignored")  # after the end: like the SDK, no effect
+    [span] = exporter.get_finished_spans()
+    assert started == ["r1"]
+    assert span.name == "tools/call echo" and span.kind == SpanKind.CLIENT
+    assert span.parent is not None and span.parent.span_id == int("cd" * 8, 16)
+    assert span.context.trace_id == int("ab" * 16, 16)
+    assert span.attributes["jsonrpc.request.id"] == "7"
+    assert "s3cret" not in span.attributes["gen_ai.tool.call.arguments"]
+    assert span.attributes["error.type"] == "tool_error" and "late" not in span.attributes
+    assert span.status.status_code == StatusCode.ERROR
+    assert [e.name for e in span.events] == ["notifications/progress"]
+    assert span.end_time is not None and span.end_time >= (span.start_time or 0)

@@ -1,0 +1,176 @@
+"""A span built by hand for the recorder: a plain dict of attributes, one `ReadableSpan` at the end.
+
+The SDK's `Tracer.start_span` runs the sampler, wraps attributes in a locked
+`BoundedAttributes` that checks every value, and takes a lock on each `set_attribute`; the
+proxy's attributes are known-good strings, numbers and booleans, so this span keeps them in a
+dict and hands one `ReadableSpan` to the provider's span processor (the same
+`BatchSpanProcessor` -> SQL exporter path) when it ends. Every span is sampled: tracecard
+records every call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.util import types
+
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_UNSET = Status(StatusCode.UNSET)
+
+
+class SpanSink:
+    """Where finished spans go: the tracer's processor, resource and scope, read once."""
+
+    __slots__ = ("id_generator", "processor", "resource", "scope")
+
+    def __init__(self, tracer: trace.Tracer) -> None:
+        processor: SpanProcessor | None = getattr(tracer, "span_processor", None)
+        if processor is None:
+            raise TypeError("the recorder needs an OpenTelemetry SDK tracer (TracerProvider)")
+        self.processor = processor
+        self.resource: Resource = getattr(tracer, "resource", None) or Resource.get_empty()
+        self.id_generator = getattr(tracer, "id_generator")  # noqa: B009  # SDK attribute
+        info = getattr(tracer, "instrumentation_info", None)
+        self.scope = (
+            InstrumentationScope(info.name, info.version, info.schema_url)
+            if info is not None
+            else InstrumentationScope("tracecard")
+        )
+
+    def start(
+        self,
+        name: str,
+        parent: SpanContext | None,
+        attributes: dict[str, Any],
+        start_ns: int | None = None,
+    ) -> RecordedSpan:
+        """An open span under `parent` (a new trace when None or invalid)."""
+        if parent is not None and parent.is_valid:
+            trace_id = parent.trace_id
+        else:
+            parent = None
+            trace_id = self.id_generator.generate_trace_id()
+        context = SpanContext(
+            trace_id, self.id_generator.generate_span_id(), is_remote=False, trace_flags=_SAMPLED
+        )
+        span = RecordedSpan(self, name, context, parent, attributes, start_ns or time.time_ns())
+        # processors see it start too (the OTLP ingest indexes trace id -> run id there);
+        # duck-typed: they read `attributes` and `get_span_context()` as of an SDK span
+        self.processor.on_start(span)  # type: ignore[arg-type]
+        return span
+
+
+def parent_of(context: Context | None) -> SpanContext | None:
+    """The span context that `context` names as current, if any."""
+    if context is None:
+        return None
+    return trace.get_current_span(context).get_span_context()
+
+
+class RecordedSpan(trace.Span):
+    """An open span: attributes, events and status in plain fields until `end()`."""
+
+    __slots__ = (
+        "_sink",
+        "name",
+        "context",
+        "parent",
+        "attributes",
+        "events",
+        "status",
+        "start_ns",
+        "end_ns",
+    )
+
+    def __init__(
+        self,
+        sink: SpanSink,
+        name: str,
+        context: SpanContext,
+        parent: SpanContext | None,
+        attributes: dict[str, Any],
+        start_ns: int,
+    ) -> None:
+        self._sink = sink
+        self.name = name
+        self.context = context
+        self.parent = parent
+        self.attributes = attributes
+        self.events: list[Event] = []
+        self.status = _UNSET
+        self.start_ns = start_ns
+        self.end_ns: int | None = None
+
+    def end(self, end_time: int | None = None) -> None:
+        """Finish the span and hand it to the processor (once; later calls do nothing)."""
+        if self.end_ns is not None:
+            return
+        self.end_ns = end_time or time.time_ns()
+        sink = self._sink
+        sink.processor.on_end(
+            ReadableSpan(
+                name=self.name,
+                context=self.context,
+                parent=self.parent,
+                resource=sink.resource,
+                attributes=self.attributes,
+                events=self.events,
+                kind=SpanKind.CLIENT,
+                status=self.status,
+                start_time=self.start_ns,
+                end_time=self.end_ns,
+                instrumentation_scope=sink.scope,
+            )
+        )
+
+    def get_span_context(self) -> SpanContext:
+        return self.context
+
+    def set_attributes(self, attributes: Mapping[str, types.AnyValue]) -> None:
+        for key, value in attributes.items():
+            self.set_attribute(key, value)
+
+    def set_attribute(self, key: str, value: types.AnyValue) -> None:
+        if self.end_ns is None and value is not None:  # the SDK drops None values too
+            self.attributes[key] = value
+
+    def add_event(
+        self,
+        name: str,
+        attributes: types.Attributes = None,
+        timestamp: int | None = None,
+    ) -> None:
+        if self.end_ns is None:
+            self.events.append(Event(name, attributes, timestamp))
+
+    def update_name(self, name: str) -> None:
+        self.name = name
+
+    def is_recording(self) -> bool:
+        return self.end_ns is None
+
+    def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
+        if self.end_ns is None:
+            self.status = status if isinstance(status, Status) else Status(status, description)
+
+    def record_exception(
+        self,
+        exception: BaseException,
+        attributes: types.Attributes = None,
+        timestamp: int | None = None,
+        escaped: bool = False,
+    ) -> None:
+        event: dict[str, Any] = {
+            "exception.type": type(exception).__name__,
+            "exception.message": str(exception),
+        }
+        event.update(attributes or {})
+        self.add_event("exception", event, timestamp)
