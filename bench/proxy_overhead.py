@@ -6,7 +6,12 @@ on SQLite with recording on, then drives both paths alternately from one process
 JSON-RPC client on aiohttp:
 
 - sequential: p50 / p99 latency over N calls (direct and proxied interleaved in blocks)
-- concurrent: C clients calling for D seconds, calls per second (rounds alternate)
+- concurrent: C clients calling for D seconds, calls per second (rounds alternate), and the
+  tracecard process's CPU time per proxied call (from /proc: it barely moves with the load
+  that other processes put on the machine, unlike latency and calls/s)
+
+`--compare PATH` also starts a tracecard from another checkout (e.g. a `git worktree` of an
+earlier commit) and alternates it as `baseline`, so an A/B sees the same machine state.
 
 Run:  .venv/bin/python bench/proxy_overhead.py [--calls 2000] [--clients 32] [--seconds 5]
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -102,15 +108,15 @@ class Caller:
                 await response.read()
 
 
-async def sequential(direct: Caller, proxied: Caller, calls: int) -> dict[str, Any]:
-    """Interleave blocks of calls so both paths see the same machine state."""
-    times: dict[str, list[float]] = {"direct": [], "proxy": []}
-    for _ in range(20):  # warm-up: connections, caches, JIT-free but lazy imports
-        await direct.call()
-        await proxied.call()
+async def sequential(callers: dict[str, Caller], calls: int) -> dict[str, Any]:
+    """Interleave blocks of calls so every path sees the same machine state."""
+    times: dict[str, list[float]] = {name: [] for name in callers}
+    for _ in range(20):  # warm-up: connections, caches, lazy imports
+        for caller in callers.values():
+            await caller.call()
     block = 50
     for _ in range(max(1, calls // block)):
-        for name, caller in (("direct", direct), ("proxy", proxied)):
+        for name, caller in callers.items():
             for _ in range(block):
                 times[name].append(await caller.call())
     summary: dict[str, Any] = {}
@@ -121,15 +127,27 @@ async def sequential(direct: Caller, proxied: Caller, calls: int) -> dict[str, A
             "p50_ms": round(statistics.median(ordered) * 1000, 3),
             "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1] * 1000, 3),
         }
-    summary["added_p50_ms"] = round(summary["proxy"]["p50_ms"] - summary["direct"]["p50_ms"], 3)
-    summary["added_p99_ms"] = round(summary["proxy"]["p99_ms"] - summary["direct"]["p99_ms"], 3)
+    direct = summary["direct"]
+    for name in callers:
+        if name != "direct":
+            summary[name]["added_p50_ms"] = round(summary[name]["p50_ms"] - direct["p50_ms"], 3)
+            summary[name]["added_p99_ms"] = round(summary[name]["p99_ms"] - direct["p99_ms"], 3)
     return summary
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process so far (all its threads), from /proc."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def throughput(
     http: aiohttp.ClientSession, url: str, modern: bool, clients: int, seconds: float
-) -> float:
-    """Calls per second from `clients` concurrent callers over `seconds`."""
+) -> tuple[float, int]:
+    """Calls per second from `clients` concurrent callers over `seconds`, and the calls made."""
     callers = [Caller(http, url, modern) for _ in range(clients)]
     await asyncio.gather(*(c.open() for c in callers))
     done = 0
@@ -145,36 +163,60 @@ async def throughput(
     await asyncio.gather(*(loop(c) for c in callers))
     rate = done / (time.perf_counter() - start)
     await asyncio.gather(*(c.close() for c in callers))
-    return rate
+    return rate, done
 
 
 async def measure(
-    direct_url: str, proxy_url: str, modern: bool, args: argparse.Namespace
+    urls: dict[str, str], pids: dict[str, int | None], modern: bool, args: argparse.Namespace
 ) -> dict[str, Any]:
+    """Sequential latency, then alternating concurrent rounds, for every URL in `urls`."""
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
-        direct, proxied = Caller(http, direct_url, modern), Caller(http, proxy_url, modern)
-        await direct.open()
-        await proxied.open()
-        result = await sequential(direct, proxied, args.calls)
-        await direct.close()
-        await proxied.close()
-        rates: dict[str, list[float]] = {"direct": [], "proxy": []}
+        callers = {name: Caller(http, url, modern) for name, url in urls.items()}
+        for caller in callers.values():
+            await caller.open()
+        result = await sequential(callers, args.calls)
+        for caller in callers.values():
+            await caller.close()
+        rates: dict[str, list[float]] = {name: [] for name in urls}
+        cpu: dict[str, list[float]] = {name: [] for name in urls}
         for _ in range(args.rounds):
-            for name, url in (("direct", direct_url), ("proxy", proxy_url)):
-                rates[name].append(await throughput(http, url, modern, args.clients, args.seconds))
-    result["concurrent"] = {
+            for name, url in urls.items():
+                before = cpu_seconds(pids.get(name))
+                rate, done = await throughput(http, url, modern, args.clients, args.seconds)
+                rates[name].append(rate)
+                cpu[name].append((cpu_seconds(pids.get(name)) - before) / done * 1000)
+    concurrent: dict[str, Any] = {
         "clients": args.clients,
         "seconds_per_round": args.seconds,
         "rounds": args.rounds,
-        "direct_calls_per_s": round(statistics.mean(rates["direct"]), 1),
-        "proxy_calls_per_s": round(statistics.mean(rates["proxy"]), 1),
     }
-    concurrent = result["concurrent"]
-    concurrent["ratio"] = round(
-        concurrent["proxy_calls_per_s"] / concurrent["direct_calls_per_s"], 3
-    )
+    direct_rate = statistics.mean(rates["direct"])
+    for name in urls:
+        concurrent[f"{name}_calls_per_s"] = round(statistics.mean(rates[name]), 1)
+        if name != "direct":
+            concurrent[f"{name}_ratio"] = round(statistics.mean(rates[name]) / direct_rate, 3)
+            concurrent[f"{name}_cpu_ms_per_call"] = round(statistics.mean(cpu[name]), 3)
+    result["concurrent"] = concurrent
     return result
+
+
+def serve_command(root: Path, config: Path, port: int, db: str) -> list[str]:
+    """`tracecard serve` run from the checkout at `root` (its `server` package comes first)."""
+    start = f"import sys, runpy; sys.path.insert(0, {str(root)!r}); "
+    start += "runpy.run_module('server.cli', run_name='__main__')"
+    return [
+        sys.executable,
+        "-c",
+        start,
+        "serve",
+        "--config",
+        str(config),
+        "--port",
+        str(port),
+        "--db",
+        db,
+    ]
 
 
 def machine() -> dict[str, Any]:
@@ -194,37 +236,38 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per concurrent round")
     parser.add_argument("--rounds", type=int, default=2, help="concurrent rounds per path")
     parser.add_argument("--modes", default="stateless,session", help="which server modes")
+    parser.add_argument("--compare", type=Path, help="another checkout, run as `baseline`")
     args = parser.parse_args()
-    report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "machine": machine()}
+    report: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": machine(),
+        "load_before": os.getloadavg(),
+    }
     with (
         tempfile.TemporaryDirectory() as folder,
         mcp_tool_server("--stateless", "--json") as json_url,
         mcp_tool_server() as session_url,
+        contextlib.ExitStack() as servers,
     ):
         config = Path(folder) / "tracecard.toml"
         config.write_text(
             f'[upstreams.json]\nurl = "{json_url}"\n[upstreams.session]\nurl = "{session_url}"\n'
         )
-        port = free_port()
-        command = [
-            sys.executable,
-            "-m",
-            "server.cli",
-            "serve",
-            "--config",
-            str(config),
-            "--port",
-            str(port),
-            "--db",
-            f"sqlite:///{folder}/bench.db",
-        ]
-        with spawn(command, port):
-            base = f"http://127.0.0.1:{port}"
-            for mode in args.modes.split(","):
-                modern = mode == "stateless"
-                direct = json_url if modern else session_url
-                name = "json" if modern else "session"
-                report[mode] = asyncio.run(measure(direct, f"{base}/mcp/{name}", modern, args))
+        bases: dict[str, str] = {}
+        pids: dict[str, int | None] = {"direct": None}
+        roots = {"proxy": ROOT, **({"baseline": args.compare.resolve()} if args.compare else {})}
+        for name, root in roots.items():
+            port = free_port()
+            command = serve_command(root, config, port, f"sqlite:///{folder}/{name}.db")
+            pids[name] = servers.enter_context(spawn(command, port)).pid
+            bases[name] = f"http://127.0.0.1:{port}"
+        for mode in args.modes.split(","):
+            modern = mode == "stateless"
+            upstream = "json" if modern else "session"
+            urls = {"direct": json_url if modern else session_url}
+            urls.update({name: f"{base}/mcp/{upstream}" for name, base in bases.items()})
+            report[mode] = asyncio.run(measure(urls, pids, modern, args))
+    report["load_after"] = os.getloadavg()
     print(json.dumps(report, indent=2))
 
 
