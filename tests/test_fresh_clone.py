@@ -27,6 +27,7 @@ def test_readme_quick_start_has_exactly_two_commands() -> None:
     assert _readme_commands() == ["scripts/demo", "scripts/test"]
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is needed to clone")
 def test_fresh_clone_runs_the_demo_and_the_tests(tmp_path: Path) -> None:
     head = subprocess.run(
