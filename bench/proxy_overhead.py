@@ -10,8 +10,9 @@ JSON-RPC client on aiohttp:
   tracecard process's CPU time per proxied call (from /proc: it barely moves with the load
   that other processes put on the machine, unlike latency and calls/s)
 
-`--compare PATH` also starts a tracecard from another checkout (e.g. a `git worktree` of an
-earlier commit) and alternates it as `baseline`, so an A/B sees the same machine state.
+`--compare PATH` (repeatable) also starts a tracecard from another checkout (e.g. a
+`git worktree` of an earlier commit), named after its folder, and alternates it with the
+others, so an A/B sees the same machine state.
 
 Run:  .venv/bin/python bench/proxy_overhead.py [--calls 2000] [--clients 32] [--seconds 5]
 """
@@ -236,7 +237,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per concurrent round")
     parser.add_argument("--rounds", type=int, default=2, help="concurrent rounds per path")
     parser.add_argument("--modes", default="stateless,session", help="which server modes")
-    parser.add_argument("--compare", type=Path, help="another checkout, run as `baseline`")
+    parser.add_argument(
+        "--compare", type=Path, action="append", default=[], help="another checkout to run too"
+    )
     args = parser.parse_args()
     report: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
@@ -255,7 +258,7 @@ def main() -> None:
         )
         bases: dict[str, str] = {}
         pids: dict[str, int | None] = {"direct": None}
-        roots = {"proxy": ROOT, **({"baseline": args.compare.resolve()} if args.compare else {})}
+        roots = {"proxy": ROOT, **{path.resolve().name: path.resolve() for path in args.compare}}
         for name, root in roots.items():
             port = free_port()
             command = serve_command(root, config, port, f"sqlite:///{folder}/{name}.db")
