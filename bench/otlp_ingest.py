@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.processes import free_port, stop, wait_for_port  # noqa: E402
-from traces.otlp_ingest import decode_protobuf, encode_protobuf  # noqa: E402
+from traces.otlp import encode_protobuf  # noqa: E402
+from traces.otlp_ingest import decode_protobuf  # noqa: E402
 from traces.store import Store  # noqa: E402
 
 

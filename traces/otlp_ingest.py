@@ -1,4 +1,4 @@
-"""The OTLP/HTTP trace codec for ingest: requests to span dicts, span dicts to requests.
+"""The OTLP/HTTP trace codec for ingest: requests to span dicts (encoding is in `traces.otlp`).
 
 Decoding is pure and fast: protobuf through `opentelemetry.proto` (upb), JSON per the OTLP/JSON
 mapping (hex ids, 64-bit integers as strings or numbers, enums as integers or names, camelCase or
@@ -21,7 +21,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from traces.store import SpanDict
 
@@ -325,68 +324,6 @@ def encode_status(media: str, code: int, message: str) -> bytes:
     return b"\x08" + _varint(code) + b"\x12" + _varint(len(text)) + text
 
 
-# --- encoding (the wrap shim ships its spans with this) ----------------------------------------
-def _pb_any(value: Any, target: AnyValue) -> None:
-    if isinstance(value, bool):
-        target.bool_value = value
-    elif isinstance(value, int):
-        target.int_value = value
-    elif isinstance(value, float):
-        target.double_value = value
-    elif isinstance(value, list | tuple):
-        for item in value:
-            _pb_any(item, target.array_value.values.add())
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            kv = target.kvlist_value.values.add()
-            kv.key = str(key)
-            _pb_any(item, kv.value)
-    elif value is not None:
-        target.string_value = str(value)
-
-
-def _pb_put_attributes(attributes: Mapping[str, Any], target: Any) -> None:
-    for key, value in attributes.items():
-        kv = target.add()
-        kv.key = key
-        _pb_any(value, kv.value)
-
-
-def encode_protobuf(spans: Iterable[SpanDict], resource: Mapping[str, Any]) -> bytes:
-    """An `ExportTraceServiceRequest` (protobuf) holding `spans` under one resource."""
-    request = ExportTraceServiceRequest()
-    resource_spans = request.resource_spans.add()
-    _pb_put_attributes(resource, resource_spans.resource.attributes)
-    by_scope: dict[str, Any] = {}
-    for span in spans:
-        scope_name = span.get("scope") or "tracecard"
-        scope_spans = by_scope.get(scope_name)
-        if scope_spans is None:
-            scope_spans = resource_spans.scope_spans.add()
-            scope_spans.scope.name = scope_name
-            by_scope[scope_name] = scope_spans
-        encoded: Span = scope_spans.spans.add()
-        encoded.trace_id = bytes.fromhex(span["trace_id"])
-        encoded.span_id = bytes.fromhex(span["span_id"])
-        if span.get("parent_span_id"):
-            encoded.parent_span_id = bytes.fromhex(span["parent_span_id"])
-        encoded.name = span.get("name") or ""
-        encoded.kind = int(span.get("kind") or 0)  # type: ignore[assignment]
-        encoded.start_time_unix_nano = int(span.get("start_time_unix_nano") or 0)
-        encoded.end_time_unix_nano = int(span.get("end_time_unix_nano") or 0)
-        status = span.get("status") or {}
-        encoded.status.code = int(status.get("code") or 0)  # type: ignore[assignment]
-        if status.get("message"):
-            encoded.status.message = str(status["message"])
-        _pb_put_attributes(span.get("attributes") or {}, encoded.attributes)
-        for event in span.get("events") or []:
-            encoded_event = encoded.events.add()
-            encoded_event.name = str(event.get("name") or "")
-            encoded_event.time_unix_nano = int(event.get("time_unix_nano") or 0)
-            _pb_put_attributes(event.get("attributes") or {}, encoded_event.attributes)
-    return bytes(request.SerializeToString())
-
-
 __all__ = [
     "JSON",
     "PROTOBUF",
@@ -395,7 +332,6 @@ __all__ = [
     "decode",
     "decode_json",
     "decode_protobuf",
-    "encode_protobuf",
     "encode_response",
     "encode_status",
 ]

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import orjson
 
-from traces.otlp_ingest import encode_protobuf
+from traces.otlp import encode_protobuf
 from traces.store import SpanDict
 
 log = logging.getLogger(__name__)

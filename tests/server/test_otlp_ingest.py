@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from server.settings import Settings
 from tests.support.tracecard import RunningServer, running_tracecard
-from traces.otlp_ingest import encode_protobuf
+from traces.otlp import encode_protobuf
 
 LIMIT = 256 * 1024
 

@@ -11,6 +11,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from traces.otlp import encode_protobuf
 from traces.otlp_ingest import (
     JSON,
     PROTOBUF,
@@ -18,7 +19,6 @@ from traces.otlp_ingest import (
     decode,
     decode_json,
     decode_protobuf,
-    encode_protobuf,
     encode_response,
     encode_status,
 )
