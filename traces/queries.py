@@ -1,4 +1,4 @@
-"""The viewer's queries: filtered, keyset-paginated runs; experiments; scores; verdicts.
+"""The viewer's queries: filtered, keyset-paginated runs; experiments; trace outlines.
 
 Runs are paged on (created_at, id), newest first, so that page N costs what page 1 costs on
 100,000 runs. Filters on spans and scores are EXISTS subqueries served by the indexes named for
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -20,16 +19,13 @@ from sqlalchemy import String, and_, case, cast, exists, false, func, or_, selec
 from sqlalchemy.sql.elements import ColumnElement
 
 from traces import semconv
-from traces.models import ExperimentRow, RunRow, ScoreRow, SpanRow, SuiteRow, VerdictRow
+from traces.models import ExperimentRow, RunRow, ScoreRow, SpanRow, SuiteRow
 from traces.store import Store
 
 __all__ = [
-    "Agreement",
     "FilterChoices",
     "RunFilter",
     "RunPage",
-    "add_verdict",
-    "agreement_rates",
     "decode_cursor",
     "encode_cursor",
     "experiment_counts",
@@ -40,9 +36,7 @@ __all__ = [
     "list_experiments",
     "list_runs",
     "runs_by_id",
-    "scores_for_runs",
     "trace_outline",
-    "verdicts_for_runs",
 ]
 
 DEFAULT_PAGE_SIZE = 50
@@ -73,20 +67,6 @@ class RunPage:
 
     runs: list[RunRow]
     next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class Agreement:
-    """How often people agreed with one scorer: `agree` of `n` verdicts."""
-
-    scorer: str
-    n: int
-    agree: int
-
-    @property
-    def rate(self) -> float:
-        """Share of verdicts that agree with the scorer."""
-        return self.agree / self.n if self.n else 0.0
 
 
 @dataclass
@@ -192,90 +172,6 @@ def runs_by_id(store: Store, run_ids: Sequence[str]) -> list[RunRow]:
     with store.session() as session:
         found = {r.id: r for r in session.scalars(select(RunRow).where(runs.id.in_(run_ids)))}
     return [found[i] for i in run_ids if i in found]
-
-
-def scores_for_runs(store: Store, run_ids: Iterable[str]) -> dict[str, list[ScoreRow]]:
-    """Every score of these runs, by run id."""
-    ids = list(dict.fromkeys(run_ids))
-    by_run: dict[str, list[ScoreRow]] = defaultdict(list)
-    if not ids:
-        return by_run
-    scores: Any = ScoreRow
-    with store.session() as session:
-        for start in range(0, len(ids), 500):
-            query = select(ScoreRow).where(scores.run_id.in_(ids[start : start + 500]))
-            for row in session.scalars(query):
-                by_run[row.run_id].append(row)
-    return by_run
-
-
-def verdicts_for_runs(store: Store, run_ids: Iterable[str]) -> dict[str, list[VerdictRow]]:
-    """Every verdict on these runs, oldest first, by run id."""
-    ids = list(dict.fromkeys(run_ids))
-    by_run: dict[str, list[VerdictRow]] = defaultdict(list)
-    if not ids:
-        return by_run
-    verdicts: Any = VerdictRow
-    with store.session() as session:
-        for start in range(0, len(ids), 500):
-            query = (
-                select(VerdictRow)
-                .where(verdicts.run_id.in_(ids[start : start + 500]))
-                .order_by(verdicts.created_at, verdicts.id)
-            )
-            for row in session.scalars(query):
-                by_run[row.run_id].append(row)
-    return by_run
-
-
-def add_verdict(
-    store: Store,
-    run_id: str,
-    component: str,
-    agree: bool,
-    note: str | None = None,
-    author: str | None = None,
-) -> VerdictRow:
-    """Store a person's verdict on one component of a run (the viewer and the API call this)."""
-    if store.get_run(run_id) is None:
-        raise KeyError(f"no run with id {run_id!r}")
-    verdict = VerdictRow(
-        run_id=run_id,
-        component=component,
-        agree=agree,
-        note=(note or None),
-        author=(author or None),
-    )
-    with store.writing() as session:
-        session.add(verdict)
-    return verdict
-
-
-def agreement_rates(store: Store, experiment_id: str | None = None) -> list[Agreement]:
-    """Per scorer, the share of verdicts that agree, over one experiment or over everything."""
-    verdicts: Any = VerdictRow
-    scores: Any = ScoreRow
-    runs: Any = RunRow
-    query = (
-        select(scores.scorer, verdicts.agree, func.count())
-        .select_from(VerdictRow)
-        .join(
-            ScoreRow,
-            and_(scores.run_id == verdicts.run_id, scores.component == verdicts.component),
-        )
-        .group_by(scores.scorer, verdicts.agree)
-    )
-    if experiment_id is not None:
-        query = query.join(RunRow, runs.id == verdicts.run_id).where(
-            runs.experiment_id == experiment_id
-        )
-    tally: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    with store.session() as session:
-        for scorer, agree, count in session.execute(query):
-            tally[str(scorer)][0] += int(count)
-            if agree:
-                tally[str(scorer)][1] += int(count)
-    return [Agreement(scorer=s, n=n, agree=a) for s, (n, a) in sorted(tally.items())]
 
 
 def list_experiments(store: Store, limit: int = 200) -> list[ExperimentRow]:

@@ -15,6 +15,7 @@ from scorers.types import ComponentScore
 from traces import queries
 from traces.models import ExperimentRow, RunRow
 from traces.store import Store
+from traces.verdicts import verdicts_for_runs
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,8 @@ def experiment_card(
     """Build the experiment's scorecard from its stored runs, scores and verdicts."""
     runs = [r for r in queries.experiment_runs(store, experiment.id) if r.task_id]
     ids = [r.id for r in runs]
-    scores = queries.scores_for_runs(store, ids)
-    verdicts = queries.verdicts_for_runs(store, ids)
+    scores = store.scores_for_runs(ids)
+    verdicts = verdicts_for_runs(store, ids)
     records = [
         RunRecord(
             run_id=run.id,

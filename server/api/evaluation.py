@@ -25,7 +25,7 @@ from server.evaluation import (
 from server.evaluation_hooks import tasks_of
 from server.lifecycle import RunError, get_run, run_view
 from server.runs import RunInfo
-from traces.queries import add_verdict
+from traces.verdicts import add_verdict
 
 COMPONENT_NAMES = ("invocation", "completion", "outcome", "safety", "efficiency", "composite")
 

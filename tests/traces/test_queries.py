@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.viewer.data import build_night
-from traces import queries
+from traces import queries, verdicts
 from traces.models import RunRow
 from traces.queries import RunFilter
 from traces.store import Store
@@ -88,21 +88,21 @@ def test_verdicts_and_agreement_per_scorer(store: Store) -> None:
     night = build_night(store)
     run = night.runs[("last-night", "refund-order", 3)]
     other = night.runs[("last-week", "weather", 0)]
-    queries.add_verdict(store, run, "outcome", True, "right: nothing was refunded", "ada")
-    queries.add_verdict(store, run, "completion", False, "it claimed a refund", "ada")
-    queries.add_verdict(store, other, "outcome", False)
-    rates = {a.scorer: a for a in queries.agreement_rates(store, night.experiments["last-night"])}
+    verdicts.add_verdict(store, run, "outcome", True, "right: nothing was refunded", "ada")
+    verdicts.add_verdict(store, run, "completion", False, "it claimed a refund", "ada")
+    verdicts.add_verdict(store, other, "outcome", False)
+    rates = {a.scorer: a for a in verdicts.agreement_rates(store, night.experiments["last-night"])}
     assert (rates["outcome"].n, rates["outcome"].rate) == (1, 1.0)
     assert (rates["completion"].n, rates["completion"].rate) == (1, 0.0)
-    everywhere = {a.scorer: a for a in queries.agreement_rates(store)}
+    everywhere = {a.scorer: a for a in verdicts.agreement_rates(store)}
     assert (everywhere["outcome"].n, everywhere["outcome"].agree) == (2, 1)
-    stored = queries.verdicts_for_runs(store, [run])[run]
+    stored = verdicts.verdicts_for_runs(store, [run])[run]
     assert [(v.component, v.agree, v.author) for v in stored] == [
         ("outcome", True, "ada"),
         ("completion", False, "ada"),
     ]
     with pytest.raises(KeyError):
-        queries.add_verdict(store, "no-such-run", "outcome", True)
+        verdicts.add_verdict(store, "no-such-run", "outcome", True)
 
 
 def test_experiments_counts_and_choices(store: Store) -> None:

@@ -32,7 +32,7 @@ def _compare_runs_html(
         raise NotFoundException("no runs to compare: give ?experiment=ID&task=ID or ?run=ID&run=ID")
     runs = runs[:MAX_TRIALS]
     spans = {run.id: store.spans_for_run(run.id) for run in runs}
-    scores = queries.scores_for_runs(store, [r.id for r in runs])
+    scores = store.scores_for_runs([r.id for r in runs])
     view = compare_runs(runs, spans, scores)
     return render_html("compare_runs.html", view=view, experiment=experiment, task=task)
 

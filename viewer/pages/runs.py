@@ -49,7 +49,7 @@ class RunLine:
 def run_lines(store: Store, runs: list[RunRow]) -> list[RunLine]:
     """Runs with their scores (one query for the page)."""
     rank = {c: i for i, c in enumerate(COMPONENT_ORDER)}
-    scores = queries.scores_for_runs(store, [r.id for r in runs])
+    scores = store.scores_for_runs([r.id for r in runs])
     return [
         RunLine(run, sorted(scores.get(run.id, []), key=lambda s: rank.get(s.component, 99)))
         for run in runs

@@ -14,6 +14,7 @@ from traces import queries
 from traces import semconv as sc
 from traces.models import RunRow, ScoreRow
 from traces.store import Store
+from traces.verdicts import add_verdict, agreement_rates, verdicts_for_runs
 from viewer.compare_runs import COMPONENT_ORDER
 from viewer.pages.runs import LIVE_STATUSES
 from viewer.payloads import payload
@@ -47,11 +48,11 @@ def _trace_context(store: Store, run_id: str) -> dict[str, Any]:
     spans = queries.trace_outline(store, run)
     rank = {c: i for i, c in enumerate(COMPONENT_ORDER)}
     scores = sorted(
-        queries.scores_for_runs(store, [run_id]).get(run_id, []),
+        store.scores_for_runs([run_id]).get(run_id, []),
         key=lambda s: (rank.get(s.component, len(rank)), s.component),
     )
-    verdicts = queries.verdicts_for_runs(store, [run_id]).get(run_id, [])
-    agreement = queries.agreement_rates(store, run.experiment_id)
+    verdicts = verdicts_for_runs(store, [run_id]).get(run_id, [])
+    agreement = agreement_rates(store, run.experiment_id)
     trace = build_trace(spans, scores)
     return {
         "run": run,
@@ -90,7 +91,7 @@ def _detail_html(store: Store, run_id: str, span_id: str) -> str:
     rest = [
         (key, payload(key, value, collapse_above=1024)) for key, value in sorted(attributes.items())
     ]
-    scores: list[ScoreRow] = queries.scores_for_runs(store, [run_id]).get(run_id, [])
+    scores: list[ScoreRow] = store.scores_for_runs([run_id]).get(run_id, [])
     return render_html(
         "_span_detail.html",
         run_id=run_id,
@@ -130,7 +131,7 @@ def _record_verdict(store: Store, run_id: str, form: dict[str, str]) -> str:
     note = form.get("note", "").strip()[:MAX_NOTE]
     author = form.get("author", "").strip()[:200]
     _run(store, run_id)
-    queries.add_verdict(store, run_id, component, form["agree"] == "yes", note, author)
+    add_verdict(store, run_id, component, form["agree"] == "yes", note, author)
     return _trace_html(store, run_id, "_verdicts.html")
 
 
