@@ -19,8 +19,9 @@ from server.proxy.state import ProxyState
 from traces import semconv
 
 WHOLE_BODY_MAX = 256 * 1024  # bodies up to this size (declared) are sent in one message
-# The proxy's deadline passed, or the connect did not finish within httpx's connect timeout.
-TIMEOUT_ERRORS = (TimeoutError, httpx.TimeoutException)
+# The proxy's own deadline (asyncio). httpx_aiohttp reports a refused connection as
+# httpx.ConnectTimeout, so httpx's errors all count as the upstream being unavailable.
+TIMEOUT_ERRORS = (TimeoutError,)
 # What breaks a stream midway: the upstream died, reset the connection or sent garbage.
 STREAM_ERRORS = (httpx.TransportError, OSError)
 

@@ -1,4 +1,4 @@
-"""The proxy's httpx client (lean aiohttp transport) and the bounded session map."""
+"""The proxy's httpx client (over the pinned aiohttp transport) and the bounded session map."""
 
 from __future__ import annotations
 
@@ -67,10 +67,10 @@ async def test_sends_only_the_given_headers_and_never_decompresses() -> None:
     assert not client.cookies  # a proxy stores no upstream's cookies
 
 
-async def test_unreachable_upstream_is_an_httpx_connect_error() -> None:
+async def test_unreachable_upstream_is_an_httpx_transport_error() -> None:
     client = make_proxy_client()
     request = httpx.Request("POST", f"http://127.0.0.1:{free_port()}/mcp", content=b"{}")
-    with pytest.raises(httpx.ConnectError):
+    with pytest.raises(httpx.TransportError):
         await client.send(request, stream=True)
     await client.aclose()
 
