@@ -46,10 +46,12 @@ class ProxyClient(httpx.AsyncClient):
 
     @property
     def cookies(self) -> httpx.Cookies:
+        """Always empty."""
         return _NO_COOKIES
 
     @cookies.setter
     def cookies(self, cookies: Any) -> None:
+        """Ignored (httpx sets the client's cookies in its constructor)."""
         return None
 
 
