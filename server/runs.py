@@ -105,7 +105,9 @@ class RunRegistry:
     def __init__(self, store: Store, capacity: int = 20000) -> None:
         self._store = store
         self._by_id: OrderedDict[str, RunInfo] = OrderedDict()
-        self._adhoc: dict[str, RunInfo] = {}
+        # key -> ad-hoc run, least recently used first; bounded like the run cache, because a
+        # stateless client's key (address + user agent) never says goodbye
+        self._adhoc: OrderedDict[str, RunInfo] = OrderedDict()
         self._capacity = capacity
         self._pending_writes: set[asyncio.Task[None]] = set()
 
@@ -131,6 +133,7 @@ class RunRegistry:
         """The ad-hoc run for `key`, created in memory now and stored in the background."""
         info = self._adhoc.get(key)
         if info is not None:
+            self._adhoc.move_to_end(key)
             return info
         info = RunInfo(
             id=new_run_id(),
@@ -140,6 +143,8 @@ class RunRegistry:
             status="running",
         )
         self._adhoc[key] = info
+        while len(self._adhoc) > self._capacity:
+            self._adhoc.popitem(last=False)  # its next call opens a new ad-hoc run
         self.remember(info)
         row = RunRow(
             id=info.id,
