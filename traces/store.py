@@ -117,10 +117,20 @@ def _span_columns(span: SpanDict) -> tuple[Any, ...]:
     )
 
 
-def _span_row(span: SpanDict) -> tuple[Any, ...]:
-    """Driver parameters for one span: the JSON columns encoded by orjson (the hot path)."""
-    values = _span_columns(span)
-    return (*values[:13], _json(values[13]), _json(values[14]), _json(values[15]), values[16])
+def _span_rows(spans: Iterable[SpanDict]) -> list[tuple[Any, ...]]:
+    """Driver parameters for spans, the JSON columns encoded by orjson (the hot path). Spans of
+    one OTLP request share one resource object: it is encoded once, not once per span."""
+    resources: dict[int, tuple[Any, str]] = {}
+    rows = []
+    for span in spans:
+        values = _span_columns(span)
+        resource = values[15]
+        cached = resources.get(id(resource))
+        if cached is None or cached[0] is not resource:
+            cached = resources[id(resource)] = (resource, _json(resource))
+        events = _json(values[14]) if values[14] else "[]"
+        rows.append((*values[:13], _json(values[13]), events, cached[1], values[16]))
+    return rows
 
 
 def span_values(span: SpanDict) -> dict[str, Any]:
@@ -171,7 +181,7 @@ class Store:
         One driver-level executemany with JSON encoded by orjson: the span exporter and OTLP
         ingest call this with thousands of spans, where SQLAlchemy's per-row processing costs
         more than SQLite itself."""
-        rows = [_span_row(s) for s in spans]
+        rows = _span_rows(spans)
         if not rows:
             return 0
         marks = ", ".join(["?" if self._sqlite else "%s"] * len(_SPAN_COLUMNS))
