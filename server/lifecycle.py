@@ -176,5 +176,5 @@ async def finish_run(runtime: Runtime, run_id: str, body: RunFinish) -> dict[str
     root = root_span(
         updated, end_ns=time.time_ns(), events=events, resource=runtime.resource, start_ns=first
     )
-    emit(runtime.processor, root)
+    emit(runtime.span_sink, root)
     return run_view(runtime, updated, **extra)

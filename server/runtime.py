@@ -43,6 +43,11 @@ class Runtime:
     runs: RunRegistry
     extensions: dict[str, Any] = field(default_factory=dict)  # per-feature state (stdio, ...)
 
+    @property
+    def span_sink(self) -> Any:
+        """Every span processor of the provider (the store, and a collector when configured)."""
+        return getattr(self.tracer, "span_processor", self.processor)
+
     async def flush(self) -> None:
         """Wait until every span recorded so far is committed."""
         await self.runs.drain()
@@ -78,6 +83,14 @@ def make_tracer_provider(
         max_export_batch_size=2048,
     )
     provider.add_span_processor(processor)
+    if settings.recording.otlp_endpoint:
+        # fan-out to any OTLP collector (Jaeger, Tempo, Phoenix, another tracecard)
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(
+            endpoint=settings.recording.otlp_endpoint, headers=settings.recording.otlp_headers
+        )
+        provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider, processor
 
 

@@ -76,6 +76,8 @@ class RecordingSettings(BaseModel):
         ]
     )
     inject_traceparent: bool = True  # add `traceparent` to params._meta where absent
+    otlp_endpoint: str | None = None  # also send every span to this OTLP/HTTP collector
+    otlp_headers: dict[str, str] = Field(default_factory=dict)
     batch_max_queue: int = 65536
     batch_delay_ms: int = 200
 
