@@ -35,8 +35,9 @@ from server.stdio.asgi import (
     send_json,
     wait_disconnect,
 )
+from server.stdio.messages import CODE_UPSTREAM, UpstreamError
 from server.stdio.pool import StdioUpstreams
-from server.stdio.process import CODE_UPSTREAM, StdioProcess, UpstreamError
+from server.stdio.process import StdioProcess
 from traces import semconv
 
 log = logging.getLogger(__name__)

@@ -24,13 +24,8 @@ from server.runs import RunInfo
 from server.runtime import Runtime
 from server.sandbox import create_sandbox, needs_sandbox, substitute
 from server.settings import ConfigError, UpstreamSettings
-from server.stdio.process import (
-    EXIT_CODE_ATTRIBUTE,
-    STDERR_ATTRIBUTE,
-    Sink,
-    StdioProcess,
-    UpstreamError,
-)
+from server.stdio.messages import EXIT_CODE_ATTRIBUTE, STDERR_ATTRIBUTE, Sink, UpstreamError
+from server.stdio.process import StdioProcess
 from traces import semconv
 from traces.models import RunRow
 
