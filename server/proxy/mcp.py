@@ -74,6 +74,20 @@ async def handle_mcp(
     await _other(state, scope, receive, send, upstream, headers, run, method, body)
 
 
+def _exchange(run: RunInfo, upstream: Upstream, headers: RequestHeaders) -> Exchange:
+    """Where this request's messages travel, for the recorder."""
+    return Exchange(
+        run=run,
+        upstream=upstream.name,
+        server_address=upstream.host,
+        server_port=upstream.port,
+        session_id=headers.session_id,
+        protocol_version=headers.protocol_version,
+        role=headers.role,
+        headers=headers.trace_headers,
+    )
+
+
 def _messages(parsed: Any) -> list[dict[str, Any]]:
     if isinstance(parsed, dict):
         return [parsed]
@@ -97,16 +111,7 @@ async def _post(
     messages = _messages(parsed)
     first_method = messages[0].get("method") if len(messages) == 1 else None
     run = await choose_run(state, scope, upstream, headers, path_run, first_method)
-    exchange = Exchange(
-        run=run,
-        upstream=upstream.name,
-        server_address=upstream.host,
-        server_port=upstream.port,
-        session_id=headers.session_id,
-        protocol_version=headers.protocol_version,
-        role=headers.role,
-        headers=headers.trace_headers,
-    )
+    exchange = _exchange(run, upstream, headers)
     calls = Calls(exchange)
     if not messages:
         reason = parse_error or "not a JSON-RPC message or batch"
@@ -306,15 +311,7 @@ async def _other(
         }
     )
     if response.headers.get("Content-Type", "").startswith("text/event-stream"):
-        exchange = Exchange(
-            run=run,
-            upstream=upstream.name,
-            server_address=upstream.host,
-            server_port=upstream.port,
-            session_id=headers.session_id,
-            protocol_version=headers.protocol_version,
-            role=headers.role,
-        )
+        exchange = _exchange(run, upstream, headers)
         await relay_sse(state, Calls(exchange), response, receive, send, None)
         return
     await relay_body(response, send, None)
