@@ -19,23 +19,7 @@ _TIMEOUT = {"connect": 10.0, "read": None, "write": None, "pool": None}
 
 # RFC 9110 7.6.1 hop-by-hop headers; Host is rewritten, Content-Length recomputed, and the
 # tracecard token is tracecard's own credential, never handed to an upstream.
-_DROP_REQUEST = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-        b"proxy-authorization",
-        b"proxy-authenticate",
-        b"proxy-connection",
-        b"host",
-        b"content-length",
-        b"tracecard-token",
-    }
-)
-_DROP_RESPONSE = frozenset(
+_HOP_BY_HOP = frozenset(
     {
         b"connection",
         b"keep-alive",
@@ -47,6 +31,13 @@ _DROP_RESPONSE = frozenset(
         b"proxy-connection",
     }
 )
+_DROP_RESPONSE = _HOP_BY_HOP
+_DROP_REQUEST = _HOP_BY_HOP | {
+    b"proxy-authorization",
+    b"host",
+    b"content-length",
+    b"tracecard-token",
+}
 
 
 @dataclass(slots=True)
