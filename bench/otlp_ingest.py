@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.processes import free_port, stop, wait_for_port  # noqa: E402
-from traces.otlp import encode_protobuf  # noqa: E402
-from traces.otlp_ingest import decode_protobuf  # noqa: E402
-from traces.store import Store  # noqa: E402
+from tracecard.traces.otlp import encode_protobuf  # noqa: E402
+from tracecard.traces.otlp_ingest import decode_protobuf  # noqa: E402
+from tracecard.traces.store import Store  # noqa: E402
 
 
 def make_batch(run_id: str, trace_id: str, size: int) -> bytes:

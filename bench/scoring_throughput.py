@@ -4,7 +4,8 @@
 
 Builds one experiment of `--runs` finished runs (each: a root span and 19 `tools/call` spans
 shaped like the proxy's, plus a verifier span for the outcome probe), then times
-`server.evaluation.rescore` over all of them — the same code `tracecard score` runs.
+`tracecard.server.evaluation.service.rescore` over all of them — the same code `tracecard
+score` runs.
 """
 
 from __future__ import annotations
@@ -18,9 +19,14 @@ from pathlib import Path
 
 import orjson
 
-from server.evaluation import create_experiment, experiment_runs, rescore, store_suite
-from server.settings import Settings
-from traces.store import Store
+from tracecard.server.evaluation.service import (
+    create_experiment,
+    experiment_runs,
+    rescore,
+    store_suite,
+)
+from tracecard.server.settings import Settings
+from tracecard.traces.store import Store
 
 HEADER = """
 schema_version = 1
@@ -147,7 +153,7 @@ def main() -> None:
     with store.writing() as session:
         from sqlalchemy import update
 
-        from traces.models import RunRow
+        from tracecard.traces.models import RunRow
 
         session.execute(
             update(RunRow)

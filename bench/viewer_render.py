@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from litestar.testing import TestClient  # noqa: E402
 from sqlalchemy import insert  # noqa: E402
 
-from server.app import create_app  # noqa: E402
-from server.settings import Settings  # noqa: E402
-from traces import semconv as sc  # noqa: E402
-from traces.models import RunRow, ScoreRow, SpanRow  # noqa: E402
-from traces.store import Store, span_values  # noqa: E402
+from tracecard.server.app import create_app  # noqa: E402
+from tracecard.server.settings import Settings  # noqa: E402
+from tracecard.traces import semconv as sc  # noqa: E402
+from tracecard.traces.models import RunRow, ScoreRow, SpanRow  # noqa: E402
+from tracecard.traces.store import Store, span_values  # noqa: E402
 
 CHUNK = 10_000
 TOOLS = ("lookup_order", "issue_refund", "read_file", "list_directory", "get_forecast")

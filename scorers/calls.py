@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from traces import semconv as sc
+from tracecard.traces import semconv as sc
 
 from ._json import parse_json_text
 from .types import Span

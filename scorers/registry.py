@@ -34,12 +34,12 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "tracecard.scorers"
 BUILTIN_MODULES: tuple[str, ...] = (
-    "scorers.invocation",
-    "scorers.completion",
-    "scorers.outcome",
-    "scorers.safety",
-    "scorers.efficiency",
-    "scorers.composite",
+    "tracecard.scorers.invocation",
+    "tracecard.scorers.completion",
+    "tracecard.scorers.outcome",
+    "tracecard.scorers.safety",
+    "tracecard.scorers.efficiency",
+    "tracecard.scorers.composite",
 )
 _ATTR = "__tracecard_scorer__"
 

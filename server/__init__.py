@@ -5,13 +5,13 @@ __all__ = ["create_app", "load_settings", "Settings"]
 
 
 def __getattr__(name: str) -> object:
-    # Lazy: importing `server.settings` must not pull in Litestar and the whole app.
+    # Lazy: importing `tracecard.server.settings` must not pull in Litestar and the whole app.
     if name == "create_app":
-        from server.app import create_app
+        from tracecard.server.app import create_app
 
         return create_app
     if name in ("load_settings", "Settings"):
-        from server import settings
+        from tracecard.server import settings
 
         return getattr(settings, name)
     raise AttributeError(name)

@@ -13,11 +13,12 @@ from litestar.openapi import OpenAPIConfig
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from litestar.types import ControllerRouterHandler
 
-from server.api.runs import RunController
-from server.runtime import Runtime, open_runtime
-from server.security import token_guard
-from server.settings import Settings
-from traces.store import Store
+from tracecard import __version__
+from tracecard.server.api.runs import RunController
+from tracecard.server.runtime import Runtime, open_runtime
+from tracecard.server.security import token_guard
+from tracecard.server.settings import Settings
+from tracecard.traces.store import Store
 
 # Features add their handlers and runtime set-up here (proxy, suites, viewer, stdio, OTLP).
 Feature = tuple[Sequence[ControllerRouterHandler], Callable[[Runtime], Any] | None]
@@ -48,10 +49,10 @@ def _features() -> list[Feature]:
 
     found: list[Feature] = []
     for module_name in (
-        "server.proxy",
-        "server.suites",
-        "server.stdio",
-        "server.otlp_ingest",
+        "tracecard.server.proxy",
+        "tracecard.server.evaluation.feature",
+        "tracecard.server.stdio",
+        "tracecard.server.recording.ingest",
         "viewer",
     ):
         try:
@@ -93,7 +94,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
     app = Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
-        openapi_config=OpenAPIConfig(title="tracecard", version="0.1.0", path="/schema"),
+        openapi_config=OpenAPIConfig(title="tracecard", version=__version__, path="/schema"),
         exception_handlers={Exception: _error_handler},
         request_max_body_size=settings.max_body_bytes,
         debug=False,
@@ -105,7 +106,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
 def asgi_app(settings: Settings, store: Store | None = None) -> Any:
     """The app as served: the proxy's prefix router in front of Litestar (no framework work per
     proxied call), all of it behind the API-token guard when a token is configured."""
-    from server.proxy import ProxyRouter
+    from tracecard.server.proxy import ProxyRouter
 
     app = create_app(settings, store)
     return token_guard(ProxyRouter(app), settings.api_token)

@@ -20,11 +20,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
-from server.runs import RunRegistry
-from server.settings import Settings
-from traces import semconv
-from traces.exporter import SqlSpanExporter
-from traces.store import Store
+from tracecard.server.runs.registry import RunRegistry
+from tracecard.server.settings import Settings
+from tracecard.traces import semconv
+from tracecard.traces.exporter import SqlSpanExporter
+from tracecard.traces.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from traces.engine import default_db_url
+from tracecard.traces.engine import default_db_url
 
 ENV_PREFIX = "TRACECARD_"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}

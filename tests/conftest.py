@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from server.settings import Settings
-from traces.store import Store
+from tracecard.server.settings import Settings
+from tracecard.traces.store import Store
 
 PG_URL = os.environ.get("TRACECARD_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import build_parser
-from server.settings import Settings
+from tracecard.server.cli.main import build_parser
+from tracecard.server.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

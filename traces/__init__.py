@@ -3,11 +3,11 @@
 `traces` imports neither `scorers` nor Litestar; everything above builds on it.
 """
 
-from traces.engine import default_db_url, make_engine, normalise_url
-from traces.exporter import SqlSpanExporter, readable_to_dict
-from traces.models import ExperimentRow, RunRow, ScoreRow, SpanRow, SuiteRow, VerdictRow
-from traces.otlp import encode_otlp_json
-from traces.store import SpanDict, Store, span_row_to_dict
+from tracecard.traces.engine import default_db_url, make_engine, normalise_url
+from tracecard.traces.exporter import SqlSpanExporter, readable_to_dict
+from tracecard.traces.models import ExperimentRow, RunRow, ScoreRow, SpanRow, SuiteRow, VerdictRow
+from tracecard.traces.otlp import encode_otlp_json
+from tracecard.traces.store import SpanDict, Store, span_row_to_dict
 
 __all__ = [
     "ExperimentRow",

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
 
-from traces.store import SpanDict, Store
+from tracecard.traces.store import SpanDict, Store
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from alembic import command
 from alembic.config import Config
 
 if TYPE_CHECKING:
-    from traces.store import Store
+    from tracecard.traces.store import Store
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 

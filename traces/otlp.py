@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from traces.store import SpanDict
+from tracecard.traces.store import SpanDict
 
 OTLP_JSON_SCHEMA = "otlp-json/1"  # the format of our export; OTLP itself is versioned by proto
 

@@ -1,4 +1,5 @@
-"""The OTLP/HTTP trace codec for ingest: requests to span dicts (encoding is in `traces.otlp`).
+"""The OTLP/HTTP trace codec for ingest: requests to span dicts (encoding is in
+`tracecard.traces.otlp`).
 
 Decoding is pure and fast: protobuf through `opentelemetry.proto` (upb), JSON per the OTLP/JSON
 mapping (hex ids, 64-bit integers as strings or numbers, enums as integers or names, camelCase or
@@ -22,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from traces.store import SpanDict
+from tracecard.traces.store import SpanDict
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"

@@ -2,7 +2,8 @@
 
 Runs are paged on (created_at, id), newest first, so that page N costs what page 1 costs on
 100,000 runs. Filters on spans and scores are EXISTS subqueries served by the indexes named for
-them in `traces.models` (`ix_spans_tool`, `ix_spans_error`, `ix_scores_component_passed_run`).
+them in `tracecard.traces.models` (`ix_spans_tool`, `ix_spans_error`,
+`ix_scores_component_passed_run`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any
 from sqlalchemy import String, and_, case, cast, exists, false, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from traces import semconv
-from traces.models import ExperimentRow, RunRow, ScoreRow, SpanRow, SuiteRow
-from traces.store import Store
+from tracecard.traces import semconv
+from tracecard.traces.models import ExperimentRow, RunRow, ScoreRow, SpanRow, SuiteRow
+from tracecard.traces.store import Store
 
 __all__ = [
     "FilterChoices",

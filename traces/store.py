@@ -17,9 +17,9 @@ import orjson
 from sqlalchemy import Engine, RowMapping, bindparam, delete, func, select, update
 from sqlmodel import Session, SQLModel
 
-from traces import semconv
-from traces.engine import is_sqlite, make_engine, normalise_url
-from traces.models import RunRow, ScoreRow, SpanRow
+from tracecard.traces import semconv
+from tracecard.traces.engine import is_sqlite, make_engine, normalise_url
+from tracecard.traces.models import RunRow, ScoreRow, SpanRow
 
 SpanDict = dict[str, Any]
 
@@ -149,8 +149,8 @@ class Store:
 
     # --- lifecycle ------------------------------------------------------------------------------
     def create_schema(self) -> None:
-        """Create every table and index that does not exist yet (see `traces.migrate`)."""
-        from traces.migrate import upgrade
+        """Create every table and index that does not exist yet (see `tracecard.traces.migrate`)."""
+        from tracecard.traces.migrate import upgrade
 
         upgrade(self)
 

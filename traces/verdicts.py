@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlalchemy import and_, func, select
 
-from traces.models import RunRow, ScoreRow, VerdictRow
-from traces.store import Store
+from tracecard.traces.models import RunRow, ScoreRow, VerdictRow
+from tracecard.traces.store import Store
 
 __all__ = ["Agreement", "add_verdict", "agreement_rates", "verdicts_for_runs"]
 

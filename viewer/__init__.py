@@ -14,14 +14,14 @@ from litestar import Router
 from litestar.exceptions import HTTPException
 from litestar.types import ControllerRouterHandler
 
-from viewer.align import Alignment, align_calls
-from viewer.assets import CSP, SECURITY_HEADERS, htmx_path, htmx_script, stylesheet
-from viewer.pages.compare import ComparePages
-from viewer.pages.experiments import ExperimentPages
-from viewer.pages.runs import RunPages
-from viewer.pages.trace import TracePages
-from viewer.rendering import viewer_error
-from viewer.trace_view import TraceView, build_trace
+from tracecard.viewer.align import Alignment, align_calls
+from tracecard.viewer.assets import CSP, SECURITY_HEADERS, htmx_path, htmx_script, stylesheet
+from tracecard.viewer.pages.compare import ComparePages
+from tracecard.viewer.pages.experiments import ExperimentPages
+from tracecard.viewer.pages.runs import RunPages
+from tracecard.viewer.pages.trace import TracePages
+from tracecard.viewer.rendering import viewer_error
+from tracecard.viewer.trace_view import TraceView, build_trace
 
 __all__ = [
     "CSP",

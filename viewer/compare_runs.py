@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from traces import semconv as sc
-from traces.models import RunRow, ScoreRow
-from viewer.align import CallKey, align_calls, canonical_arguments
-from viewer.payloads import parse_json_text, payload
-from viewer.trace_view import span_error
+from tracecard.traces import semconv as sc
+from tracecard.traces.models import RunRow, ScoreRow
+from tracecard.viewer.align import CallKey, align_calls, canonical_arguments
+from tracecard.viewer.payloads import parse_json_text, payload
+from tracecard.viewer.trace_view import span_error
 
 COMPONENT_ORDER = ("invocation", "completion", "outcome", "safety", "efficiency", "composite")
 

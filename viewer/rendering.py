@@ -11,8 +11,8 @@ from litestar import Request, Response
 from litestar.contrib.jinja import JinjaTemplateEngine
 from litestar.exceptions import HTTPException
 
-from viewer.assets import SECURITY_HEADERS, htmx_missing_message, htmx_path
-from viewer.payloads import human_size
+from tracecard.viewer.assets import SECURITY_HEADERS, htmx_missing_message, htmx_path
+from tracecard.viewer.payloads import human_size
 
 TEMPLATES: Final = Path(__file__).parent / "templates"
 HTMX_CONFIG: Final = '{"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false}'

@@ -9,13 +9,13 @@ from typing import Any, Protocol, TypeVar
 import anyio.to_thread
 from litestar.datastructures import State
 
-from traces.store import Store
+from tracecard.traces.store import Store
 
 T = TypeVar("T")
 
 
 class ViewerRuntime(Protocol):
-    """The slice of `server.runtime.Runtime` the pages read."""
+    """The slice of `tracecard.server.runtime.Runtime` the pages read."""
 
     store: Store
     settings: Any

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from scorers.compare import CLASS_ORDER, Comparison, compare_experiments
-from scorers.scorecard import RunRecord, Scorecard, Verdict, build_scorecard
-from scorers.suite import Suite, Task
-from scorers.types import ComponentScore
-from traces import queries
-from traces.models import ExperimentRow, RunRow
-from traces.store import Store
-from traces.verdicts import verdicts_for_runs
+from tracecard.scorers.compare import CLASS_ORDER, Comparison, compare_experiments
+from tracecard.scorers.scorecard import RunRecord, Scorecard, Verdict, build_scorecard
+from tracecard.scorers.suite import Suite, Task
+from tracecard.scorers.types import ComponentScore
+from tracecard.traces import queries
+from tracecard.traces.models import ExperimentRow, RunRow
+from tracecard.traces.store import Store
+from tracecard.traces.verdicts import verdicts_for_runs
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from typing import Any, Final
 import orjson
 from markupsafe import Markup, escape
 
-from traces import semconv as sc
-from traces.models import ScoreRow
+from tracecard.traces import semconv as sc
+from tracecard.traces.models import ScoreRow
 
 SPAN_ID_PATTERN: Final = re.compile(r"(?<![0-9A-Fa-f])[0-9A-Fa-f]{16}(?![0-9A-Fa-f])")
 BAR_SCALE: Final = 1000  # the waterfall's SVG viewBox width

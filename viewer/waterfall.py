@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from markupsafe import Markup, escape
 
-from viewer.rendering import duration
-from viewer.trace_view import SpanLine
+from tracecard.viewer.rendering import duration
+from tracecard.viewer.trace_view import SpanLine
 
 
 def _chips(line: SpanLine) -> str:

@@ -8,8 +8,8 @@ from typing import TypeVar
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 
-from server.lifecycle import RunError
-from server.runtime import Runtime
+from tracecard.server.runs.service import RunError
+from tracecard.server.runtime import Runtime
 
 T = TypeVar("T")
 

@@ -10,9 +10,10 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from scorers import Comparison, to_csv, to_json, to_junit, to_markdown
-from server.api.deps import runtime_of, service_call
-from server.evaluation import (
+from tracecard.scorers import Comparison, to_csv, to_json, to_junit, to_markdown
+from tracecard.server.api.deps import runtime_of, service_call
+from tracecard.server.evaluation.hooks import tasks_of
+from tracecard.server.evaluation.service import (
     compare,
     create_experiment,
     experiment_runs,
@@ -22,10 +23,9 @@ from server.evaluation import (
     scorecard_for,
     store_suite,
 )
-from server.evaluation_hooks import tasks_of
-from server.lifecycle import RunError, get_run, run_view
-from server.runs import RunInfo
-from traces.verdicts import add_verdict
+from tracecard.server.runs.registry import RunInfo
+from tracecard.server.runs.service import RunError, get_run, run_view
+from tracecard.traces.verdicts import add_verdict
 
 COMPONENT_NAMES = ("invocation", "completion", "outcome", "safety", "efficiency", "composite")
 

@@ -8,9 +8,16 @@ import anyio.to_thread
 from litestar import Controller, Response, get, post
 from litestar.datastructures import State
 
-from server.api.deps import runtime_of, service_call
-from server.lifecycle import RunCreate, RunFinish, create_run, finish_run, get_run, run_view
-from traces.otlp import encode_otlp_json
+from tracecard.server.api.deps import runtime_of, service_call
+from tracecard.server.runs.service import (
+    RunCreate,
+    RunFinish,
+    create_run,
+    finish_run,
+    get_run,
+    run_view,
+)
+from tracecard.traces.otlp import encode_otlp_json
 
 
 class RunController(Controller):

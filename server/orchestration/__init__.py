@@ -1,7 +1,8 @@
 """Running agents against tracecard: the environment contract, agent processes, the embedded
-server and the printed summaries. The orchestrator itself is `server.orchestrator`."""
+server and the printed summaries. The orchestrator itself is
+`tracecard.server.orchestration.orchestrator`."""
 
-from server.orchestration.agents import (
+from tracecard.server.orchestration.agents import (
     AgentOutcome,
     AgentRunner,
     CommandAgent,
@@ -9,8 +10,13 @@ from server.orchestration.agents import (
     agent_environment,
     upstream_variable,
 )
-from server.orchestration.embedded import embedded_server, free_port
-from server.orchestration.process import ProcessResult, TailBuffer, group_members, run_process
+from tracecard.server.orchestration.embedded import embedded_server, free_port
+from tracecard.server.orchestration.process import (
+    ProcessResult,
+    TailBuffer,
+    group_members,
+    run_process,
+)
 
 __all__ = [
     "AgentOutcome",

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from server.client import RunHandle
-from server.orchestration.process import ProcessResult, run_process
+from tracecard.client import RunHandle
+from tracecard.server.orchestration.process import ProcessResult, run_process
 
 __all__ = [
     "AgentOutcome",

@@ -15,8 +15,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from server.lifecycle import RunError
-from server.settings import Settings
+from tracecard.server.runs.service import RunError
+from tracecard.server.settings import Settings
 
 __all__ = ["embedded_server", "free_port", "port_in_use"]
 
@@ -51,7 +51,7 @@ def embedded_server(settings: Settings, startup_timeout_s: float = 30.0) -> Iter
     served (port 0 is replaced by a free port)."""
     import uvicorn
 
-    from server.app import asgi_app
+    from tracecard.server.app import asgi_app
 
     if settings.port == 0:
         settings = settings.model_copy(update={"port": free_port(settings.host)})

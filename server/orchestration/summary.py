@@ -18,9 +18,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from scorers.compare import CLASS_ORDER
-from server.client import RunHandle
-from server.orchestrator import RunOutcome
+from tracecard.client import RunHandle
+from tracecard.scorers.compare import CLASS_ORDER
+from tracecard.server.orchestration.orchestrator import RunOutcome
 
 __all__ = ["RunProgress", "comparison_table", "failures_table", "scorecard_table", "status_line"]
 

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from server.proxy.routing import ProxyRouter, match
-from server.proxy.state import ProxyState, build_state
-from server.runtime import Runtime
+from tracecard.server.proxy.routing import ProxyRouter, match
+from tracecard.server.proxy.state import ProxyState, build_state
+from tracecard.server.runtime import Runtime
 
 __all__ = ["ProxyRouter", "ProxyState", "feature", "match", "proxy_lifespan"]
 

@@ -8,9 +8,9 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from server.proxy.state import ProxyState
-from server.recording import DIRECTION, SERVER_TO_CLIENT, Exchange, PendingCall
-from traces import semconv
+from tracecard.server.proxy.state import ProxyState
+from tracecard.server.recording.recorder import DIRECTION, SERVER_TO_CLIENT, Exchange, PendingCall
+from tracecard.traces import semconv
 
 
 @dataclass(slots=True)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.proxy.calls import Calls
-from server.proxy.errors import CODE_BLOCKED, Send, jsonrpc_error, send_jsonrpc
-from server.proxy.forward import RequestHeaders
-from server.proxy.state import ProxyState
-from traces import semconv
+from tracecard.server.proxy.calls import Calls
+from tracecard.server.proxy.errors import CODE_BLOCKED, Send, jsonrpc_error, send_jsonrpc
+from tracecard.server.proxy.forward import RequestHeaders
+from tracecard.server.proxy.state import ProxyState
+from tracecard.traces import semconv
 
 Started = list[tuple[dict[str, Any], Any]]  # (message, its PendingCall) per request sent
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from server.proxy.sse import sse_frame
+from tracecard.server.proxy.sse import sse_frame
 
 Scope = dict[str, Any]
 Message = dict[str, Any]

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from server.proxy.errors import ProxyError, Receive, Scope
-from traces import semconv
+from tracecard.server.proxy.errors import ProxyError, Receive, Scope
+from tracecard.traces import semconv
 
 if TYPE_CHECKING:
-    from server.proxy.state import Upstream
+    from tracecard.server.proxy.state import Upstream
 
 # The deadline is the proxy's own (`asyncio.timeout`); httpx only bounds the connect.
 _TIMEOUT = {"connect": 10.0, "read": None, "write": None, "pool": None}

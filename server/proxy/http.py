@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from server.proxy.errors import ProxyError, Receive, Scope, Send
-from server.proxy.forward import (
+from tracecard.server.proxy.errors import ProxyError, Receive, Scope, Send
+from tracecard.server.proxy.forward import (
     RequestHeaders,
     open_upstream,
     read_body,
@@ -18,12 +18,12 @@ from server.proxy.forward import (
     scan_request_headers,
     upstream_url,
 )
-from server.proxy.relay import STREAM_ERRORS, TIMEOUT_ERRORS, Decoder
-from server.proxy.sessions import choose_run
-from server.proxy.state import ProxyState, Upstream
-from server.recording import parse_json, traceparent_of
-from server.runs import RunInfo
-from traces import semconv
+from tracecard.server.proxy.relay import STREAM_ERRORS, TIMEOUT_ERRORS, Decoder
+from tracecard.server.proxy.sessions import choose_run
+from tracecard.server.proxy.state import ProxyState, Upstream
+from tracecard.server.recording.recorder import parse_json, traceparent_of
+from tracecard.server.runs.registry import RunInfo
+from tracecard.traces import semconv
 
 
 async def handle_http(

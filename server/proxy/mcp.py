@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import orjson
 
-from server.proxy.calls import (
+from tracecard.server.proxy.calls import (
     Calls,
     close_notifications,
     end_unparsable,
@@ -23,8 +23,8 @@ from server.proxy.calls import (
     record_message,
     traceparent_value,
 )
-from server.proxy.enforce import Started, enforce_calls
-from server.proxy.errors import (
+from tracecard.server.proxy.enforce import Started, enforce_calls
+from tracecard.server.proxy.errors import (
     CODE_UPSTREAM,
     ProxyError,
     Receive,
@@ -33,7 +33,7 @@ from server.proxy.errors import (
     jsonrpc_error,
     send_jsonrpc,
 )
-from server.proxy.forward import (
+from tracecard.server.proxy.forward import (
     RequestHeaders,
     open_upstream,
     read_body,
@@ -41,12 +41,18 @@ from server.proxy.forward import (
     scan_request_headers,
     upstream_url,
 )
-from server.proxy.relay import STREAM_ERRORS, TIMEOUT_ERRORS, Decoder, relay_body, relay_sse
-from server.proxy.sessions import choose_run
-from server.proxy.state import ProxyState, Upstream
-from server.recording import Exchange, parse_json
-from server.runs import RunInfo
-from traces import semconv
+from tracecard.server.proxy.relay import (
+    STREAM_ERRORS,
+    TIMEOUT_ERRORS,
+    Decoder,
+    relay_body,
+    relay_sse,
+)
+from tracecard.server.proxy.sessions import choose_run
+from tracecard.server.proxy.state import ProxyState, Upstream
+from tracecard.server.recording.recorder import Exchange, parse_json
+from tracecard.server.runs.registry import RunInfo
+from tracecard.traces import semconv
 
 
 async def handle_mcp(

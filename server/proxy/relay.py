@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import orjson
 
-from server.proxy.calls import Calls, fail_open, record_message
-from server.proxy.errors import CODE_UPSTREAM, Receive, Send, jsonrpc_error
-from server.proxy.sse import SseParser, sse_frame
-from server.proxy.state import ProxyState
-from traces import semconv
+from tracecard.server.proxy.calls import Calls, fail_open, record_message
+from tracecard.server.proxy.errors import CODE_UPSTREAM, Receive, Send, jsonrpc_error
+from tracecard.server.proxy.sse import SseParser, sse_frame
+from tracecard.server.proxy.state import ProxyState
+from tracecard.traces import semconv
 
 WHOLE_BODY_MAX = 256 * 1024  # bodies up to this size (declared) are sent in one message
 # The proxy's own deadline (asyncio). httpx_aiohttp reports a refused connection as

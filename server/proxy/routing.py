@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from server.proxy.errors import ProxyError, Receive, Scope, Send, send_error
-from server.proxy.state import ProxyState
+from tracecard.server.proxy.errors import ProxyError, Receive, Scope, Send, send_error
+from tracecard.server.proxy.state import ProxyState
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +68,8 @@ class ProxyRouter:
     async def _proxy(
         self, route: tuple[str, str | None, str, str], scope: Scope, receive: Receive, send: Send
     ) -> None:
-        from server.proxy.http import handle_http
-        from server.proxy.mcp import handle_mcp
+        from tracecard.server.proxy.http import handle_http
+        from tracecard.server.proxy.mcp import handle_mcp
 
         kind, run_id, name, rest = route
         state = self._proxy_state()
@@ -107,8 +107,8 @@ class ProxyRouter:
         run_id: str | None,
     ) -> None:
         """Upstreams with `command` are bridged by the stdio feature, when it is installed."""
-        from server.proxy.forward import scan_request_headers
-        from server.proxy.sessions import choose_run
+        from tracecard.server.proxy.forward import scan_request_headers
+        from tracecard.server.proxy.sessions import choose_run
 
         handler = state.runtime.extensions.get("stdio")
         if handler is None:

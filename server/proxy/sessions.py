@@ -8,12 +8,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from server.proxy.errors import ProxyError, Scope
-from server.proxy.forward import RequestHeaders, baggage_run, client_key
-from server.runs import RunInfo
+from tracecard.server.proxy.errors import ProxyError, Scope
+from tracecard.server.proxy.forward import RequestHeaders, baggage_run, client_key
+from tracecard.server.runs.registry import RunInfo
 
 if TYPE_CHECKING:
-    from server.proxy.state import ProxyState, Upstream
+    from tracecard.server.proxy.state import ProxyState, Upstream
 
 SessionKey = tuple[str, str]  # (upstream name, Mcp-Session-Id)
 SESSIONS_MAX = 10_000  # sessions remembered at once; the least recently used goes first

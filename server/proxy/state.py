@@ -9,11 +9,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from server.proxy.sessions import SessionKey, SessionRuns, session_key
-from server.proxy.transport import make_proxy_client
-from server.recording import PendingCall, Recorder
-from server.runtime import Runtime
-from server.settings import UpstreamSettings
+from tracecard.server.proxy.sessions import SessionKey, SessionRuns, session_key
+from tracecard.server.proxy.transport import make_proxy_client
+from tracecard.server.recording.recorder import PendingCall, Recorder
+from tracecard.server.runtime import Runtime
+from tracecard.server.settings import UpstreamSettings
 
 _SERVER_REQUEST_CAP = 4096  # open server->client requests remembered for their replies
 

@@ -7,10 +7,10 @@ Public surface: `feature()` for the app, `StdioBridge` (the ASGI handler the pro
 
 from __future__ import annotations
 
-from server.stdio.bridge import StdioBridge
-from server.stdio.messages import UpstreamError
-from server.stdio.pool import StdioUpstreams
-from server.stdio.process import StdioProcess
-from server.stdio.service import feature, setup
+from tracecard.server.stdio.bridge import StdioBridge
+from tracecard.server.stdio.messages import UpstreamError
+from tracecard.server.stdio.pool import StdioUpstreams
+from tracecard.server.stdio.process import StdioProcess
+from tracecard.server.stdio.service import feature, setup
 
 __all__ = ["StdioBridge", "StdioProcess", "StdioUpstreams", "UpstreamError", "feature", "setup"]

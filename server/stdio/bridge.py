@@ -19,10 +19,10 @@ from typing import Any
 import orjson
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from server.recording import Exchange, Recorder
-from server.runs import RunInfo
-from server.runtime import Runtime
-from server.stdio.asgi import (
+from tracecard.server.recording.recorder import Exchange, Recorder
+from tracecard.server.runs.registry import RunInfo
+from tracecard.server.runtime import Runtime
+from tracecard.server.stdio.asgi import (
     KEEPALIVE_S,
     BodyTooLarge,
     Receive,
@@ -35,10 +35,10 @@ from server.stdio.asgi import (
     send_json,
     wait_disconnect,
 )
-from server.stdio.messages import CODE_UPSTREAM, UpstreamError
-from server.stdio.pool import StdioUpstreams
-from server.stdio.process import StdioProcess
-from traces import semconv
+from tracecard.server.stdio.messages import CODE_UPSTREAM, UpstreamError
+from tracecard.server.stdio.pool import StdioUpstreams
+from tracecard.server.stdio.process import StdioProcess
+from tracecard.traces import semconv
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from server.recording import Exchange, PendingCall
-from traces import semconv
+from tracecard.server.recording.recorder import Exchange, PendingCall
+from tracecard.traces import semconv
 
 HANDSHAKE_VERSION = "2025-11-25"  # the newest session-protocol version tracecard speaks
 CODE_UPSTREAM = -32000  # JSON-RPC error code for "the upstream failed" (same as the HTTP proxy)

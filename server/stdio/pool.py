@@ -19,15 +19,20 @@ from typing import Any
 import anyio.to_thread
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from server.recording import Exchange, Recorder
-from server.runs import RunInfo
-from server.runtime import Runtime
-from server.sandbox import create_sandbox, needs_sandbox, substitute
-from server.settings import ConfigError, UpstreamSettings
-from server.stdio.messages import EXIT_CODE_ATTRIBUTE, STDERR_ATTRIBUTE, Sink, UpstreamError
-from server.stdio.process import StdioProcess
-from traces import semconv
-from traces.models import RunRow
+from tracecard.server.recording.recorder import Exchange, Recorder
+from tracecard.server.runs.registry import RunInfo
+from tracecard.server.runs.sandbox import create_sandbox, needs_sandbox, substitute
+from tracecard.server.runtime import Runtime
+from tracecard.server.settings import ConfigError, UpstreamSettings
+from tracecard.server.stdio.messages import (
+    EXIT_CODE_ATTRIBUTE,
+    STDERR_ATTRIBUTE,
+    Sink,
+    UpstreamError,
+)
+from tracecard.server.stdio.process import StdioProcess
+from tracecard.traces import semconv
+from tracecard.traces.models import RunRow
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,9 @@ from typing import Any
 import orjson
 from opentelemetry.trace import Status, StatusCode
 
-from server.recording import Exchange, PendingCall, Recorder, traceparent_header
-from server.stdio.messages import (
+from tracecard import __version__
+from tracecard.server.recording.recorder import Exchange, PendingCall, Recorder, traceparent_header
+from tracecard.server.stdio.messages import (
     DIRECTION_ATTRIBUTE,
     HANDSHAKE_VERSION,
     LINE_LIMIT,
@@ -33,7 +34,7 @@ from server.stdio.messages import (
     _ServerRequest,
     _Waiter,
 )
-from traces import semconv
+from tracecard.traces import semconv
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class StdioProcess:
             "params": {
                 "protocolVersion": HANDSHAKE_VERSION,
                 "capabilities": {},
-                "clientInfo": {"name": "tracecard", "version": "0.1.0"},
+                "clientInfo": {"name": "tracecard", "version": __version__},
             },
         }
         try:

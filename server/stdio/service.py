@@ -1,6 +1,7 @@
 """Wiring: the bridge on the runtime, the finish hook, shutdown, and stand-in routes.
 
-The HTTP proxy (`server.proxy`) owns `/mcp/{upstream}` and hands stdio upstreams to the bridge.
+The HTTP proxy (`tracecard.server.proxy`) owns `/mcp/{upstream}` and hands stdio upstreams to
+the bridge.
 When no proxy feature is installed, the routes below serve stdio upstreams on their own, with
 the run taken from the path, the `Tracecard-Run` header or baggage.
 """
@@ -15,13 +16,13 @@ from typing import Any
 from litestar import asgi
 from litestar.types import Receive, Scope, Send
 
-from server.otlp_ingest import header_run
-from server.recording import Recorder
-from server.runs import RunInfo
-from server.runtime import Runtime
-from server.stdio.asgi import header_map, send_json
-from server.stdio.bridge import StdioBridge
-from server.stdio.pool import StdioUpstreams
+from tracecard.server.recording.ingest import header_run
+from tracecard.server.recording.recorder import Recorder
+from tracecard.server.runs.registry import RunInfo
+from tracecard.server.runtime import Runtime
+from tracecard.server.stdio.asgi import header_map, send_json
+from tracecard.server.stdio.bridge import StdioBridge
+from tracecard.server.stdio.pool import StdioUpstreams
 
 
 def setup(runtime: Runtime) -> Any:
@@ -70,7 +71,7 @@ async def stdio_run_mcp(scope: Scope, receive: Receive, send: Send) -> None:
 
 def _proxy_installed() -> bool:
     try:
-        module = importlib.import_module("server.proxy")
+        module = importlib.import_module("tracecard.server.proxy")
     except ModuleNotFoundError:
         return False
     return hasattr(module, "feature")

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import orjson
 
-from traces.otlp import encode_protobuf
-from traces.store import SpanDict
+from tracecard.traces.otlp import encode_protobuf
+from tracecard.traces.store import SpanDict
 
 log = logging.getLogger(__name__)
 

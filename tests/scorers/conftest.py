@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scorers import RunFacts
+from tracecard.scorers import RunFacts
 
 
 @pytest.fixture

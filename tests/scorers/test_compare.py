@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from scorers import ComparisonError, build_scorecard, compare_experiments, parse_suite
-from scorers.scorecard import Scorecard
+from tracecard.scorers import ComparisonError, build_scorecard, compare_experiments, parse_suite
+from tracecard.scorers.scorecard import Scorecard
 
 
 def suite_text(n: int) -> str:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from scorers import RunFacts, score_completion
+from tracecard.scorers import RunFacts, score_completion
 
 from .trace_helpers import make_task
 

@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from scorers import ComponentScore, CompositeWeights, compute_flags, score_composite, score_run
+from tracecard.scorers import (
+    ComponentScore,
+    CompositeWeights,
+    compute_flags,
+    score_composite,
+    score_run,
+)
 
 from .trace_helpers import FINISHED, make_task, probe_span, tool_call
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from scorers import score_efficiency
+from tracecard.scorers import score_efficiency
 
 from .trace_helpers import FINISHED, make_task, tool_call
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from scorers import RunFacts, score_invocation
-from traces import semconv as sc
+from tracecard.scorers import RunFacts, score_invocation
+from tracecard.traces import semconv as sc
 
 from .trace_helpers import FINISHED, make_task, root, tool_call
 

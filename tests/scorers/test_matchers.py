@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from scorers.matchers import AnswerCheck, ArgMatcher
+from tracecard.scorers.matchers import AnswerCheck, ArgMatcher
 
 
 def m(raw: object) -> ArgMatcher:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from scorers import evaluate_predicate, score_outcome
-from scorers.spec import Predicate
+from tracecard.scorers import evaluate_predicate, score_outcome
+from tracecard.scorers.spec import Predicate
 
 from .trace_helpers import FINISHED, make_task, probe_span, tool_call
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import scorers
-from scorers import (
+from tracecard import scorers
+from tracecard.scorers import (
     ComponentScore,
     RegistryError,
     ScorerRegistry,
@@ -16,7 +16,7 @@ from scorers import (
     load_scorer_module,
     scorer,
 )
-from scorers.registry import BUILTIN_MODULES
+from tracecard.scorers.registry import BUILTIN_MODULES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_builtins_are_declared_as_entry_points_in_the_docs_snippet() -> None:
 def test_third_party_module_registers_like_a_builtin(tmp_path: Path) -> None:
     (tmp_path / "my_scorers.py").write_text(
         textwrap.dedent("""
-        from scorers import ComponentScore, scorer
+        from tracecard.scorers import ComponentScore, scorer
 
         @scorer(name="tone", component="tone", version="2")
         def score_tone(task, spans, facts):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scorers import bootstrap_mean, flip_rate, pass_at_k, pass_hat_k
+from tracecard.scorers import bootstrap_mean, flip_rate, pass_at_k, pass_hat_k
 
 
 @st.composite

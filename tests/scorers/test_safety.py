@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from scorers import GateConstants, RunFacts, check_call, gate_value, score_safety
-from scorers.safety import Violation, is_destructive
-from scorers.spec import SafetySpec
+from tracecard.scorers import GateConstants, RunFacts, check_call, gate_value, score_safety
+from tracecard.scorers.safety import Violation, is_destructive
+from tracecard.scorers.spec import SafetySpec
 
 from .trace_helpers import FINISHED, make_task, tool_call, tools_list
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scorers import (
+from tracecard.scorers import (
     ComponentScore,
     ScorecardFormatError,
     build_scorecard,
@@ -23,7 +23,7 @@ from scorers import (
     to_junit,
     to_markdown,
 )
-from scorers.scorecard import Scorecard
+from tracecard.scorers.scorecard import Scorecard
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = load_suite(ROOT / "examples" / "suites" / "basic.toml")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scorers import SuiteError, load_suite, parse_suite, suite_version
+from tracecard.scorers import SuiteError, load_suite, parse_suite, suite_version
 
 ROOT = Path(__file__).resolve().parents[2]
 

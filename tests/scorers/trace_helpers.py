@@ -6,8 +6,8 @@ import itertools
 import json
 from typing import Any
 
-from scorers import RunFacts, Task, parse_suite
-from traces import semconv as sc
+from tracecard.scorers import RunFacts, Task, parse_suite
+from tracecard.traces import semconv as sc
 
 _ids = itertools.count(1)
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"

@@ -5,13 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from server.cli import main
 from tests.support.processes import ROOT
+from tracecard.server.cli.main import main
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args],
+        [sys.executable, "-m", "tracecard.server.cli.main", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -9,11 +9,11 @@ import orjson
 import pytest
 from litestar.testing import AsyncTestClient
 
-from server.app import create_app
-from server.cli import main
-from server.settings import Settings
 from tests.server.test_evaluation_api import SUITE, tool_span
-from traces.store import Store
+from tracecard.server.app import create_app
+from tracecard.server.cli.main import main
+from tracecard.server.settings import Settings
+from tracecard.traces.store import Store
 
 
 @pytest.fixture

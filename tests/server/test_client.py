@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server.client import TracecardClient, TracecardError
-from server.settings import Settings
 from tests.examples.helpers import ROOT, code_blocks
 from tests.support.tracecard import RunningServer, running_tracecard
+from tracecard.client import TracecardClient, TracecardError
+from tracecard.server.settings import Settings
 
 SUITE = {
     "schema_version": 1,

@@ -18,14 +18,14 @@ import httpx
 import pytest
 from sqlmodel import select
 
-from scorers import Scorecard
-from server.cli import main
-from server.evaluation import compare, scorecard_for
-from server.orchestration.embedded import free_port
 from tests.examples.helpers import ROOT
 from tests.server.test_run_cli import doc_command
-from traces.models import ExperimentRow
-from traces.store import Store
+from tracecard.scorers import Scorecard
+from tracecard.server.cli.main import main
+from tracecard.server.evaluation.service import compare, scorecard_for
+from tracecard.server.orchestration.embedded import free_port
+from tracecard.traces.models import ExperimentRow
+from tracecard.traces.store import Store
 
 COMPONENTS = {"invocation", "completion", "outcome", "safety", "efficiency", "composite"}
 TASKS = {
@@ -190,8 +190,8 @@ def test_the_demo_serves_until_ctrl_c_and_leaves_nothing_running(tmp_path: Path)
     port = free_port()
     folder = tmp_path / "demo"
     process = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "demo", "--trials", "1", "--port", str(port)]
-        + ["--dir", str(folder), "--quiet"],
+        [sys.executable, "-m", "tracecard.server.cli.main", "demo", "--trials", "1"]
+        + ["--port", str(port), "--dir", str(folder), "--quiet"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

@@ -13,9 +13,9 @@ import orjson
 import pytest
 from litestar.testing import AsyncTestClient
 
-from server.app import create_app
-from server.settings import Settings
-from traces.store import Store
+from tracecard.server.app import create_app
+from tracecard.server.settings import Settings
+from tracecard.traces.store import Store
 
 SUITE = """
 schema_version = 1

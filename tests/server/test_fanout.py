@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 from mcp.client.client import Client
 
-from server.settings import Settings
 from tests.support.processes import mcp_tool_server
 from tests.support.tracecard import running_tracecard
-from traces.store import Store
+from tracecard.server.settings import Settings
+from tracecard.traces.store import Store
 
 
 def _settings(folder: Path, **extra: object) -> Settings:

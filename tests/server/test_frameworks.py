@@ -12,9 +12,9 @@ from agents import Agent, Runner
 from agents.mcp import MCPServerStreamableHttp
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from server.settings import Settings
 from tests.support.processes import mcp_tool_server
 from tests.support.tracecard import RunningServer, running_tracecard
+from tracecard.server.settings import Settings
 
 
 @pytest.fixture(scope="module")

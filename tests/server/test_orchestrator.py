@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from server.client import RunHandle, TracecardClient
-from server.orchestration.agents import CommandAgent, PythonAgent, agent_environment
-from server.orchestration.process import TailBuffer, group_members
-from server.orchestrator import Orchestrator
-from server.settings import Settings
 from tests.support.tracecard import running_tracecard
+from tracecard.client import RunHandle, TracecardClient
+from tracecard.server.orchestration.agents import CommandAgent, PythonAgent, agent_environment
+from tracecard.server.orchestration.orchestrator import Orchestrator
+from tracecard.server.orchestration.process import TailBuffer, group_members
+from tracecard.server.settings import Settings
 
 # One script, many behaviours: the task id says which (it is in TRACECARD_TASK_ID).
 FAULT_AGENT = textwrap.dedent(
@@ -287,7 +287,7 @@ def test_group_members_sees_a_live_group_and_not_a_finished_one() -> None:
 
 
 def test_the_orchestration_package_names_its_public_surface() -> None:
-    import server.orchestration as orchestration
+    import tracecard.server.orchestration as orchestration
 
     assert {"CommandAgent", "PythonAgent", "agent_environment", "embedded_server"} <= set(
         orchestration.__all__

@@ -16,9 +16,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from server.settings import Settings
 from tests.support.tracecard import RunningServer, running_tracecard
-from traces.otlp import encode_protobuf
+from tracecard.server.settings import Settings
+from tracecard.traces.otlp import encode_protobuf
 
 LIMIT = 256 * 1024
 
@@ -113,7 +113,7 @@ def test_unknown_run_goes_to_an_adhoc_run_per_trace(server: RunningServer) -> No
     assert post_json(server, body).status_code == 200
     assert post_json(server, json_body(trace_id, ["c"])).status_code == 200
     store_db = server.settings.db
-    from traces.store import Store
+    from tracecard.traces.store import Store
 
     store = Store(store_db)
     try:

@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from scorers import RunFacts, parse_suite, score_outcome
-from server.probes import ProbeContext, run_probes
-from traces import semconv as sc
+from tracecard.scorers import RunFacts, parse_suite, score_outcome
+from tracecard.server.evaluation.probes import ProbeContext, run_probes
+from tracecard.traces import semconv as sc
 
 SUITE = """
 schema_version = 1

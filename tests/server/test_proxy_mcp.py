@@ -142,7 +142,7 @@ async def test_ad_hoc_runs_per_session_and_per_client(tracecard: RunningServer) 
     """Traffic naming no run is recorded too: a run per MCP session, one per stateless client."""
     from sqlmodel import select
 
-    from traces.models import RunRow, SpanRow
+    from tracecard.traces.models import RunRow, SpanRow
 
     for mode in [*MODES, "legacy"]:
         async with Client(f"{tracecard.url}/mcp/tools", mode=mode) as client:

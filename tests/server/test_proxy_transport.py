@@ -10,10 +10,10 @@ from contextlib import asynccontextmanager
 import httpx
 import pytest
 
-from server.proxy.sessions import SessionRuns
-from server.proxy.transport import make_proxy_client
-from server.runs import RunInfo
 from tests.support.processes import free_port
+from tracecard.server.proxy.sessions import SessionRuns
+from tracecard.server.proxy.transport import make_proxy_client
+from tracecard.server.runs.registry import RunInfo
 
 BODY = gzip.compress(b'{"jsonrpc":"2.0","id":1,"result":{}}')
 

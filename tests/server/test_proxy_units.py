@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-import server.proxy
-from server.proxy.forward import baggage_run, response_headers, scan_request_headers
-from server.proxy.routing import match
-from server.proxy.sse import SseParser
+import tracecard.server.proxy
+from tracecard.server.proxy.forward import baggage_run, response_headers, scan_request_headers
+from tracecard.server.proxy.routing import match
+from tracecard.server.proxy.sse import SseParser
 
 
 def test_public_surface() -> None:
-    assert set(server.proxy.__all__) == {
+    assert set(tracecard.server.proxy.__all__) == {
         "ProxyRouter",
         "ProxyState",
         "feature",
@@ -118,9 +118,9 @@ def test_recorded_spans_reach_the_processors_like_sdk_spans() -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import SpanKind, StatusCode
 
-    from server.recording import Exchange, Recorder
-    from server.runs import RunInfo
-    from server.settings import RecordingSettings
+    from tracecard.server.recording.recorder import Exchange, Recorder
+    from tracecard.server.runs.registry import RunInfo
+    from tracecard.server.settings import RecordingSettings
 
     started: list[str] = []
 

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import main
-from server.cli_demo import preloaded_helpdesk
-from server.evaluation import experiment_runs
-from server.settings import Settings
 from tests.examples.helpers import ROOT, code_blocks
 from tests.server.test_orchestrator import FAULT_AGENT, alive, recorded_pids
 from tests.support.tracecard import running_tracecard
-from traces.models import ExperimentRow
-from traces.store import Store
+from tracecard.server.cli.demo import preloaded_helpdesk
+from tracecard.server.cli.main import main
+from tracecard.server.evaluation.service import experiment_runs
+from tracecard.server.settings import Settings
+from tracecard.traces.models import ExperimentRow
+from tracecard.traces.store import Store
 
 VENV_BIN = str(Path(sys.executable).parent)
 
@@ -54,7 +54,7 @@ def run_tracecard(
             "HELPDESK_PRELOADED": preloaded or "",
         }
         return subprocess.run(
-            [sys.executable, "-m", "server.cli", *argv[1:], *extra],
+            [sys.executable, "-m", "tracecard.server.cli.main", *argv[1:], *extra],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -177,7 +177,7 @@ def test_summary_and_ctrl_c(stop: signal.Signals, settings: Settings, tmp_path: 
     suite.write_text(json.dumps(INTERRUPT_SUITE))
     work = tmp_path / "work"
     with running_tracecard(settings) as server:
-        argv = [sys.executable, "-m", "server.cli", "run", "--server", server.url]
+        argv = [sys.executable, "-m", "tracecard.server.cli.main", "run", "--server", server.url]
         argv += ["--suite", str(suite), "--config", "interrupted", "--trials", "1"]
         argv += ["--agent", f"{sys.executable} {agent}", "--concurrency", "4"]
         argv += ["--timeout", "120", "--grace", "0.5", "--work-dir", str(work), "--quiet"]
@@ -217,7 +217,7 @@ def ended(settings: Settings) -> int:
         with store.session() as session:
             from sqlmodel import col, select
 
-            from traces.models import RunRow
+            from tracecard.traces.models import RunRow
 
             query = select(RunRow).where(col(RunRow.status).in_(["finished", "errored"]))
             return len(session.exec(query).all())

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from server.runs import RunRegistry
-from traces.store import Store
+from tracecard.server.runs.registry import RunRegistry
+from tracecard.traces.store import Store
 
 
 async def test_adhoc_runs_are_bounded_and_stored(sqlite_url: str) -> None:

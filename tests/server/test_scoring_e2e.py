@@ -16,9 +16,9 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from server.settings import Settings
 from tests.support.processes import mcp_tool_server
 from tests.support.tracecard import RunningServer, running_tracecard
+from tracecard.server.settings import Settings
 
 pytestmark = pytest.mark.slow
 

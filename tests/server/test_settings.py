@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from server.settings import ConfigError, Settings, load_settings
 from tests.support.tracecard import running_tracecard
+from tracecard.server.settings import ConfigError, Settings, load_settings
 
 TOML = """
 upstream_timeout_s = 5

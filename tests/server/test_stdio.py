@@ -19,9 +19,9 @@ import httpx
 import pytest
 from mcp.client.client import Client
 
-from server.settings import Settings
 from tests.support.processes import ROOT
 from tests.support.tracecard import RunningServer, running_tracecard
+from tracecard.server.settings import Settings
 
 BIN = ROOT / "node_modules" / ".bin"
 VENV_BIN = ROOT / ".venv" / "bin"

@@ -17,8 +17,8 @@ import pytest
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
-from server.settings import Settings
 from tests.support.tracecard import RunningServer, running_tracecard
+from tracecard.server.settings import Settings
 
 FAKE_SERVER = r"""
 import json, os, sys, time
@@ -286,7 +286,7 @@ async def test_agent_spans_over_otlp_and_tool_spans_form_one_tree(
 
 
 def test_sandbox_retention_keeps_the_newest(tmp_path: Path) -> None:
-    from server.sandbox import create_sandbox
+    from tracecard.server.runs.sandbox import create_sandbox
 
     fixture = tmp_path / "fixture"
     fixture.mkdir()
@@ -303,9 +303,9 @@ def test_sandbox_retention_keeps_the_newest(tmp_path: Path) -> None:
 
 
 def test_public_surface() -> None:
-    import server.stdio
+    import tracecard.server.stdio
 
-    assert sorted(server.stdio.__all__) == [
+    assert sorted(tracecard.server.stdio.__all__) == [
         "StdioBridge",
         "StdioProcess",
         "StdioUpstreams",
@@ -313,12 +313,12 @@ def test_public_surface() -> None:
         "feature",
         "setup",
     ]
-    for name in server.stdio.__all__:
-        assert getattr(server.stdio, name).__doc__, name
+    for name in tracecard.server.stdio.__all__:
+        assert getattr(tracecard.server.stdio, name).__doc__, name
 
 
 def test_baggage_and_header_run() -> None:
-    from server.otlp_ingest import baggage_run, header_run
+    from tracecard.server.recording.ingest import baggage_run, header_run
 
     assert baggage_run("a=1, tracecard.run=abc;prop=x") == "abc"
     assert baggage_run("a=1") is None

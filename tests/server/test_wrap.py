@@ -16,10 +16,10 @@ import uvicorn
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from server.app import asgi_app
-from server.settings import Settings
 from tests.support.processes import ROOT, free_port
 from tests.support.tracecard import RunningServer, running_tracecard
+from tracecard.server.app import asgi_app
+from tracecard.server.settings import Settings
 
 TRACECARD = str(ROOT / ".venv" / "bin" / "tracecard")
 TIME_SERVER = str(ROOT / ".venv" / "bin" / "mcp-server-time")
@@ -141,7 +141,7 @@ async def test_spans_are_spooled_while_tracecard_is_down_and_delivered_after(
 
 
 def _all_span_names(url: str, tmp_path: Path) -> set[str]:
-    from traces.store import Store
+    from tracecard.traces.store import Store
 
     store = Store(f"sqlite:///{tmp_path / 'tracecard.db'}")
     try:

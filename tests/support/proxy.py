@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from server.settings import Settings
 from tests.support.tracecard import RunningServer, running_tracecard
+from tracecard.server.settings import Settings
 
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 

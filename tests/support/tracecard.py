@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from server.app import asgi_app
-from server.runtime import Runtime
-from server.settings import Settings
 from tests.support.processes import free_port
+from tracecard.server.app import asgi_app
+from tracecard.server.runtime import Runtime
+from tracecard.server.settings import Settings
 
 
 @dataclass

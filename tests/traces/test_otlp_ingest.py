@@ -11,8 +11,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from traces.otlp import encode_protobuf
-from traces.otlp_ingest import (
+from tracecard.traces.otlp import encode_protobuf
+from tracecard.traces.otlp_ingest import (
     JSON,
     PROTOBUF,
     OtlpDecodeError,

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.viewer.data import build_night
-from traces import queries, verdicts
-from traces.models import RunRow
-from traces.queries import RunFilter
-from traces.store import Store
+from tracecard.traces import queries, verdicts
+from tracecard.traces.models import RunRow
+from tracecard.traces.queries import RunFilter
+from tracecard.traces.store import Store
 
 
 def _runs(store: Store, count: int, same_time: int = 0) -> list[RunRow]:

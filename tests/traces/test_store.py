@@ -5,9 +5,9 @@ from __future__ import annotations
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from traces.exporter import SqlSpanExporter
-from traces.models import RunRow
-from traces.store import Store
+from tracecard.traces.exporter import SqlSpanExporter
+from tracecard.traces.models import RunRow
+from tracecard.traces.store import Store
 
 
 def _span(span_id: str, start: int, parent: str | None = None, **attributes: object) -> dict:

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from server.settings import Settings
 from tests.support.tracecard import running_tracecard
 from tests.viewer.data import Night, build_night
-from traces.store import Store
+from tracecard.server.settings import Settings
+from tracecard.traces.store import Store
 
 
 @dataclass

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from traces import semconv as sc
-from traces.models import ExperimentRow, RunRow, ScoreRow, SuiteRow
-from traces.store import Store
+from tracecard.traces import semconv as sc
+from tracecard.traces.models import ExperimentRow, RunRow, ScoreRow, SuiteRow
+from tracecard.traces.store import Store
 
 SUITE_VERSION = "c0ffee" * 10 + "abcd"
 SUITE = {

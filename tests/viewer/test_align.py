@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from viewer.align import align_calls, canonical_arguments
+from tracecard.viewer.align import align_calls, canonical_arguments
 
 LOOKUP = ("lookup_order", '{"order_id":"A-1001"}')
 BAD_LOOKUP = ("lookup_order", '{"order_id":"A1001"}')

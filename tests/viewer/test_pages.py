@@ -8,10 +8,10 @@ from html.parser import HTMLParser
 import httpx
 import pytest
 
-import viewer
 from tests.viewer.conftest import NightServer
 from tests.viewer.data import HOSTILE_RESULT
-from viewer.assets import CSP
+from tracecard import viewer
+from tracecard.viewer.assets import CSP
 
 
 def get(server: NightServer, path: str, **headers: str) -> httpx.Response:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from traces import semconv as sc
-from traces.models import ScoreRow
-from viewer.payloads import human_size, payload, pretty
-from viewer.trace_view import build_trace, cited_span_ids, evidence_items, span_evidence
+from tracecard.traces import semconv as sc
+from tracecard.traces.models import ScoreRow
+from tracecard.viewer.payloads import human_size, payload, pretty
+from tracecard.viewer.trace_view import build_trace, cited_span_ids, evidence_items, span_evidence
 
 ROOT, CHAT, CALL, LATE, ORPHAN = "a" * 16, "b" * 16, "c" * 16, "d" * 16, "e" * 16
 

@@ -1,11 +1,11 @@
-"""Alembic environment: run with the connection `traces.migrate` hands over."""
+"""Alembic environment: run with the connection `tracecard.traces.migrate` hands over."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlmodel import SQLModel
 
-import traces.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+import tracecard.traces.models  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 connection = context.config.attributes.get("connection")
 target_metadata = SQLModel.metadata

@@ -9,13 +9,13 @@ from litestar.datastructures import State
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import Parameter
 
-from scorers.compare import ComparisonError
-from traces import queries
-from traces.store import Store
-from viewer.compare_runs import COMPONENT_ORDER, compare_runs
-from viewer.rendering import page_response, render_html
-from viewer.runtime import in_thread, runtime_of
-from viewer.scorecards import compare, experiment_card
+from tracecard.scorers.compare import ComparisonError
+from tracecard.traces import queries
+from tracecard.traces.store import Store
+from tracecard.viewer.compare_runs import COMPONENT_ORDER, compare_runs
+from tracecard.viewer.rendering import page_response, render_html
+from tracecard.viewer.runtime import in_thread, runtime_of
+from tracecard.viewer.scorecards import compare, experiment_card
 
 MAX_TRIALS: Final = 12
 RUN_IDS: Final = Parameter(query="run", default=None)

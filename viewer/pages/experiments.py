@@ -8,12 +8,12 @@ from litestar import Controller, Response, get
 from litestar.datastructures import State
 from litestar.exceptions import NotFoundException
 
-from traces import queries
-from traces.models import ExperimentRow
-from traces.store import Store
-from viewer.rendering import page_response, render_html
-from viewer.runtime import in_thread, runtime_of
-from viewer.scorecards import experiment_card
+from tracecard.traces import queries
+from tracecard.traces.models import ExperimentRow
+from tracecard.traces.store import Store
+from tracecard.viewer.rendering import page_response, render_html
+from tracecard.viewer.runtime import in_thread, runtime_of
+from tracecard.viewer.scorecards import experiment_card
 
 
 @dataclass(frozen=True)

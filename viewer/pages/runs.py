@@ -10,12 +10,12 @@ from litestar import Controller, Request, Response, get
 from litestar.datastructures import State
 from litestar.exceptions import NotFoundException
 
-from traces import queries
-from traces.models import RunRow, ScoreRow
-from traces.store import Store
-from viewer.compare_runs import COMPONENT_ORDER
-from viewer.rendering import html_response, page_response, render_html
-from viewer.runtime import in_thread, runtime_of
+from tracecard.traces import queries
+from tracecard.traces.models import RunRow, ScoreRow
+from tracecard.traces.store import Store
+from tracecard.viewer.compare_runs import COMPONENT_ORDER
+from tracecard.viewer.rendering import html_response, page_response, render_html
+from tracecard.viewer.runtime import in_thread, runtime_of
 
 STATUSES: Final = ("pending", "running", "finished", "errored", "timed_out", "aborted")
 FLAGS: Final = ("hallucinated_completion", "unsafe_success", "lucky_outcome")

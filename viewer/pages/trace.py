@@ -10,18 +10,18 @@ from litestar.datastructures import State
 from litestar.exceptions import NotFoundException, PermissionDeniedException, ValidationException
 from litestar.response import Redirect
 
-from traces import queries
-from traces import semconv as sc
-from traces.models import RunRow, ScoreRow
-from traces.store import Store
-from traces.verdicts import add_verdict, agreement_rates, verdicts_for_runs
-from viewer.compare_runs import COMPONENT_ORDER
-from viewer.pages.runs import LIVE_STATUSES
-from viewer.payloads import payload
-from viewer.rendering import html_response, page_response, render_html
-from viewer.runtime import in_thread, runtime_of
-from viewer.trace_view import build_trace, span_error, span_evidence
-from viewer.waterfall import waterfall_rows
+from tracecard.traces import queries
+from tracecard.traces import semconv as sc
+from tracecard.traces.models import RunRow, ScoreRow
+from tracecard.traces.store import Store
+from tracecard.traces.verdicts import add_verdict, agreement_rates, verdicts_for_runs
+from tracecard.viewer.compare_runs import COMPONENT_ORDER
+from tracecard.viewer.pages.runs import LIVE_STATUSES
+from tracecard.viewer.payloads import payload
+from tracecard.viewer.rendering import html_response, page_response, render_html
+from tracecard.viewer.runtime import in_thread, runtime_of
+from tracecard.viewer.trace_view import build_trace, span_error, span_evidence
+from tracecard.viewer.waterfall import waterfall_rows
 
 # Shown first in a call's detail, in this order; every other attribute follows in a table.
 CALL_PAYLOADS: Final = (

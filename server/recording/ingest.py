@@ -23,10 +23,10 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
 from sqlalchemy import select
 
-from server.runtime import Runtime
-from traces import semconv
-from traces.models import SpanRow
-from traces.otlp_ingest import (
+from tracecard.server.runtime import Runtime
+from tracecard.traces import semconv
+from tracecard.traces.models import SpanRow
+from tracecard.traces.otlp_ingest import (
     JSON,
     PROTOBUF,
     DecodedBatch,
@@ -35,7 +35,7 @@ from traces.otlp_ingest import (
     encode_response,
     encode_status,
 )
-from traces.store import SpanDict, Store
+from tracecard.traces.store import SpanDict, Store
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from opentelemetry.trace import (
     TraceFlags,
 )
 
-from traces import semconv
-from traces.models import RunRow
-from traces.store import Store
+from tracecard.traces import semconv
+from tracecard.traces.models import RunRow
+from tracecard.traces.store import Store
 
 log = logging.getLogger(__name__)
 

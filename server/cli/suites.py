@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from scorers import (
+from tracecard.scorers import (
     SuiteError,
     gate,
     load_suite,
@@ -21,12 +21,12 @@ from scorers import (
     to_junit,
     to_markdown,
 )
-from server.api.evaluation import comparison_view
-from server.evaluation import compare, experiment_runs, rescore, scorecard_for
-from server.lifecycle import RunError
-from server.orchestration.summary import comparison_table, verdict_line
-from server.settings import load_settings
-from traces.store import Store
+from tracecard.server.api.evaluation import comparison_view
+from tracecard.server.evaluation.service import compare, experiment_runs, rescore, scorecard_for
+from tracecard.server.orchestration.summary import comparison_table, verdict_line
+from tracecard.server.runs.service import RunError
+from tracecard.server.settings import load_settings
+from tracecard.traces.store import Store
 
 WRITERS: dict[str, object] = {"json": to_json, "csv": to_csv, "md": to_markdown, "xml": to_junit}
 

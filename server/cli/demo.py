@@ -28,16 +28,16 @@ from typing import Any
 
 from rich.console import Console
 
-from server.cli_run import interrupt_on_sigterm, orchestrate, print_summary, serve_forever
-from server.client import TracecardClient
-from server.lifecycle import RunError
-from server.orchestration.agents import PythonAgent
-from server.orchestration.embedded import embedded_server
-from server.orchestration.summary import comparison_table, verdict_line
-from server.orchestrator import RunOutcome
-from server.settings import Settings, UpstreamSettings
+from tracecard.client import TracecardClient
+from tracecard.server.cli.run import interrupt_on_sigterm, orchestrate, print_summary, serve_forever
+from tracecard.server.orchestration.agents import PythonAgent
+from tracecard.server.orchestration.embedded import embedded_server
+from tracecard.server.orchestration.orchestrator import RunOutcome
+from tracecard.server.orchestration.summary import comparison_table, verdict_line
+from tracecard.server.runs.service import RunError
+from tracecard.server.settings import Settings, UpstreamSettings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 STYLES = ("careful", "hasty")  # A (the baseline) and B
 

@@ -25,10 +25,10 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from server.recorded_span import SpanSink, parent_of
-from server.runs import RunInfo
-from server.settings import RecordingSettings
-from traces import semconv
+from tracecard.server.recording.span import SpanSink, parent_of
+from tracecard.server.runs.registry import RunInfo
+from tracecard.server.settings import RecordingSettings
+from tracecard.traces import semconv
 
 REDACTED = "[REDACTED]"
 # Messages the server sends to the client (GET stream, or requests on a POST stream) are marked

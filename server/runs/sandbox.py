@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Collection
 from pathlib import Path
 
-from server.settings import ConfigError, Settings
+from tracecard.server.settings import ConfigError, Settings
 
 log = logging.getLogger(__name__)
 

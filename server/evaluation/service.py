@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from sqlmodel import col, select
 
-from scorers import (
+from tracecard.scorers import (
     Comparison,
     ComparisonError,
     ComponentScore,
@@ -28,12 +28,12 @@ from scorers import (
     score_run,
     suite_version,
 )
-from server.lifecycle import RunError, new_run_row
-from server.settings import Settings
-from traces import semconv
-from traces.models import ExperimentRow, RunRow, SuiteRow
-from traces.store import Store
-from viewer.scorecards import experiment_card
+from tracecard.server.runs.service import RunError, new_run_row
+from tracecard.server.settings import Settings
+from tracecard.traces import semconv
+from tracecard.traces.models import ExperimentRow, RunRow, SuiteRow
+from tracecard.traces.store import Store
+from tracecard.viewer.scorecards import experiment_card
 
 SCORABLE = ("finished", "errored", "timed_out", "aborted")
 
@@ -278,7 +278,7 @@ def experiment_runs(store: Store, experiment_id: str) -> tuple[ExperimentRow, li
 
 def scorecard_for(store: Store, experiment_id: str) -> Scorecard:
     """The experiment's scorecard from stored scores and people's verdicts — the same one the
-    viewer shows (built by `viewer.scorecards`)."""
+    viewer shows (built by `tracecard.viewer.scorecards`)."""
     with store.session() as session:
         experiment = session.get(ExperimentRow, experiment_id)
     if experiment is None:

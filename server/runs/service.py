@@ -10,7 +10,7 @@ from typing import Any
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.runs import (
+from tracecard.server.runs.registry import (
     FINAL_STATUSES,
     RunInfo,
     emit,
@@ -19,8 +19,8 @@ from server.runs import (
     new_trace_id,
     root_span,
 )
-from server.runtime import Runtime
-from traces.models import RunRow
+from tracecard.server.runtime import Runtime
+from tracecard.traces.models import RunRow
 
 
 class RunError(Exception):

@@ -16,18 +16,18 @@ from typing import Any, TypeVar
 
 from rich.console import Console
 
-from server.client import ExperimentHandle, TracecardClient, TracecardError
-from server.lifecycle import RunError
-from server.orchestration.agents import AgentRunner, CommandAgent
-from server.orchestration.embedded import embedded_server
-from server.orchestration.summary import (
+from tracecard.client import ExperimentHandle, TracecardClient, TracecardError
+from tracecard.server.orchestration.agents import AgentRunner, CommandAgent
+from tracecard.server.orchestration.embedded import embedded_server
+from tracecard.server.orchestration.orchestrator import Orchestrator, RunOutcome
+from tracecard.server.orchestration.summary import (
     RunProgress,
     failures_table,
     scorecard_table,
     status_line,
 )
-from server.orchestrator import Orchestrator, RunOutcome
-from server.settings import load_settings
+from tracecard.server.runs.service import RunError
+from tracecard.server.settings import load_settings
 
 INTERRUPTED = 130
 T = TypeVar("T")

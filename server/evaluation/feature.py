@@ -8,15 +8,20 @@ from typing import Any
 import anyio.to_thread
 from litestar.types import ControllerRouterHandler
 
-from server.api.evaluation import (
+from tracecard.server.api.evaluation import (
     CompareController,
     ExperimentController,
     RunEvaluationController,
     SuiteController,
 )
-from server.evaluation_hooks import make_enforcer, probe_and_score, resolve_run_create, root_events
-from server.runtime import Runtime
-from traces.models import RunRow
+from tracecard.server.evaluation.hooks import (
+    make_enforcer,
+    probe_and_score,
+    resolve_run_create,
+    root_events,
+)
+from tracecard.server.runtime import Runtime
+from tracecard.traces.models import RunRow
 
 
 async def _run_scores(runtime: Runtime, run: RunRow) -> dict[str, Any]:

@@ -14,13 +14,13 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.sdk.trace import Event
 
-from scorers import ComponentScore, RunFacts, Task, check_call, score_run
-from server.evaluation import evaluation_events, new_task_run, score_rows, task_of
-from server.lifecycle import RunCreate
-from server.probes import ProbeContext, run_probes
-from server.runs import RunInfo
-from server.runtime import Runtime
-from traces.models import RunRow
+from tracecard.scorers import ComponentScore, RunFacts, Task, check_call, score_run
+from tracecard.server.evaluation.probes import ProbeContext, run_probes
+from tracecard.server.evaluation.service import evaluation_events, new_task_run, score_rows, task_of
+from tracecard.server.runs.registry import RunInfo
+from tracecard.server.runs.service import RunCreate
+from tracecard.server.runtime import Runtime
+from tracecard.traces.models import RunRow
 
 log = logging.getLogger(__name__)
 

@@ -62,10 +62,10 @@ class WrapRecorder:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
-        from server.recording import Exchange, Recorder
-        from server.runs import RunInfo, new_span_id, new_trace_id
-        from server.settings import RecordingSettings
-        from traces.exporter import readable_to_dict
+        from tracecard.server.recording.recorder import Exchange, Recorder
+        from tracecard.server.runs.registry import RunInfo, new_span_id, new_trace_id
+        from tracecard.server.settings import RecordingSettings
+        from tracecard.traces.exporter import readable_to_dict
 
         class _ToShipper(SpanExporter):
             def export(self, spans: Any) -> Any:
@@ -103,7 +103,7 @@ class WrapRecorder:
     def line(self, direction: str, raw: bytes, seen_ns: int) -> None:
         import orjson
 
-        from traces import semconv
+        from tracecard.traces import semconv
 
         try:
             message = orjson.loads(raw)
@@ -134,7 +134,7 @@ class WrapRecorder:
             self.recorder.finish(pending, message)
 
     def close(self) -> None:
-        from traces import semconv
+        from tracecard.traces import semconv
 
         for pending in self.open.values():
             self.recorder.fail(pending, semconv.ERR_UNAVAILABLE, "no answer before the exit")
@@ -146,7 +146,7 @@ def _record(args: argparse.Namespace, lines: queue.Queue[Line | None]) -> None:
     """The recorder thread: everything heavy is imported here, off the agent's path."""
     from pathlib import Path
 
-    from server.stdio.shipping import Shipper, Spool, default_spool
+    from tracecard.server.stdio.shipping import Shipper, Spool, default_spool
 
     spool = Spool(Path(args.spool) if args.spool else default_spool())
     shipper = Shipper(args.server, spool, {"service.name": "tracecard-wrap"})

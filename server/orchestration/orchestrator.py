@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.client import ExperimentHandle, RunHandle, TracecardClient, TracecardError
-from server.orchestration.agents import AgentOutcome, AgentRunner, agent_environment
+from tracecard.client import ExperimentHandle, RunHandle, TracecardClient, TracecardError
+from tracecard.server.orchestration.agents import AgentOutcome, AgentRunner, agent_environment
 
 __all__ = ["Orchestrator", "RunOutcome"]
 

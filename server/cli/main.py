@@ -8,22 +8,22 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from server.lifecycle import RunError
-from server.settings import ConfigError, load_settings
+from tracecard.server.runs.service import RunError
+from tracecard.server.settings import ConfigError, load_settings
 
 # Modules that add subcommands: each has `register(subparsers)`.
 COMMAND_MODULES = (
-    "server.cli_suites",
-    "server.cli_run",
-    "server.cli_wrap",
-    "server.cli_demo",
+    "tracecard.server.cli.suites",
+    "tracecard.server.cli.run",
+    "tracecard.server.cli.wrap",
+    "tracecard.server.cli.demo",
 )
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from server.app import asgi_app
+    from tracecard.server.app import asgi_app
 
     settings = load_settings(args.config, host=args.host, port=args.port, db=args.db)
     print(f"tracecard serving on {settings.base_url}  (viewer: {settings.base_url}/)", flush=True)

@@ -17,9 +17,9 @@ import orjson
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from scorers.spec import FileProbe, HttpProbe, ToolProbe
-from scorers.suite import Task
-from traces import semconv as sc
+from tracecard.scorers.spec import FileProbe, HttpProbe, ToolProbe
+from tracecard.scorers.suite import Task
+from tracecard.traces import semconv as sc
 
 __all__ = ["ProbeContext", "ProbeError", "ProbeOutcome", "run_probes"]
 

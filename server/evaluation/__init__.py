@@ -1,0 +1,1 @@
+"""Evaluation: suites, experiments, scoring and enforcement hooks, outcome probes."""
