@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from litestar import Litestar, Request, Response, get
@@ -15,13 +15,17 @@ from litestar.types import ControllerRouterHandler
 
 from tracecard import __version__
 from tracecard.server.api.runs import RunController
+from tracecard.server.evaluation.feature import HANDLERS as EVALUATION_HANDLERS
+from tracecard.server.evaluation.feature import install as install_evaluation
+from tracecard.server.proxy import ProxyRouter, proxy_lifespan
+from tracecard.server.recording.ingest import ingest_traces
+from tracecard.server.recording.ingest import install as install_otlp_ingest
 from tracecard.server.runtime import Runtime, open_runtime
 from tracecard.server.security import token_guard
 from tracecard.server.settings import Settings
+from tracecard.server.stdio import stdio_lifespan
 from tracecard.traces.store import Store
-
-# Features add their handlers and runtime set-up here (proxy, suites, viewer, stdio, OTLP).
-Feature = tuple[Sequence[ControllerRouterHandler], Callable[[Runtime], Any] | None]
+from tracecard.viewer import viewer_router
 
 
 @get("/healthz", tags=["health"], summary="Liveness and readiness")
@@ -43,54 +47,30 @@ def _error_handler(_request: Request[Any, Any, Any], exc: Exception) -> Response
     )
 
 
-def _features() -> list[Feature]:
-    """Each feature module exposes `feature() -> (handlers, setup)`; imported lazily here."""
-    import importlib
-
-    found: list[Feature] = []
-    for module_name in (
-        "tracecard.server.proxy",
-        "tracecard.server.evaluation.feature",
-        "tracecard.server.stdio",
-        "tracecard.server.recording.ingest",
-        "viewer",
-    ):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        feature = getattr(module, "feature", None)
-        if feature is not None:
-            found.append(feature())
-    return found
-
-
 def create_app(settings: Settings, store: Store | None = None) -> Litestar:
-    """Build the app for `settings`; tests pass their own settings (and may share a store)."""
-    features = _features()
+    """Build the app for `settings`; tests pass their own settings (and may share a store).
+
+    Every feature is wired here, in the order it starts: evaluation and OTLP ingest install their
+    hooks, then the proxy's client and the stdio bridge open (and close in reverse order).
+    """
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with open_runtime(settings, store) as runtime:
+        async with open_runtime(settings, store) as runtime, AsyncExitStack() as stack:
             app.state.runtime = runtime
-            cleanups = []
-            for _handlers, setup in features:
-                if setup is not None:
-                    result = setup(runtime)
-                    if hasattr(result, "__aenter__"):
-                        cleanups.append(result)
-                        await result.__aenter__()
-            try:
-                yield
-            finally:
-                for cm in reversed(cleanups):
-                    await cm.__aexit__(None, None, None)
+            install_evaluation(runtime)
+            install_otlp_ingest(runtime)
+            await stack.enter_async_context(proxy_lifespan(runtime))
+            await stack.enter_async_context(stdio_lifespan(runtime))
+            yield
 
-    handlers: list[ControllerRouterHandler] = [healthz, RunController]
-    for feature_handlers, _setup in features:
-        handlers.extend(feature_handlers)
+    handlers: list[ControllerRouterHandler] = [
+        healthz,
+        RunController,
+        *EVALUATION_HANDLERS,
+        ingest_traces,
+        viewer_router(),
+    ]
     app = Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
@@ -106,7 +86,5 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
 def asgi_app(settings: Settings, store: Store | None = None) -> Any:
     """The app as served: the proxy's prefix router in front of Litestar (no framework work per
     proxied call), all of it behind the API-token guard when a token is configured."""
-    from tracecard.server.proxy import ProxyRouter
-
     app = create_app(settings, store)
     return token_guard(ProxyRouter(app), settings.api_token)

@@ -10,7 +10,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 import httpx
@@ -20,11 +20,18 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
+from tracecard.server.hooks import Hooks
 from tracecard.server.runs.registry import RunRegistry
 from tracecard.server.settings import Settings
 from tracecard.traces import semconv
 from tracecard.traces.exporter import SqlSpanExporter
 from tracecard.traces.store import Store
+
+if TYPE_CHECKING:
+    from tracecard.server.evaluation.hooks import TaskCache
+    from tracecard.server.proxy.state import ProxyState
+    from tracecard.server.recording.ingest import Ingest
+    from tracecard.server.stdio.bridge import StdioBridge
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +48,12 @@ class Runtime:
     resource: Resource
     http: httpx.AsyncClient
     runs: RunRegistry
-    extensions: dict[str, Any] = field(default_factory=dict)  # per-feature state (stdio, ...)
+    hooks: Hooks = field(default_factory=Hooks)
+    # Each feature's service, set by the app factory while it starts (None: not running).
+    proxy: ProxyState | None = None
+    stdio: StdioBridge | None = None
+    otlp_ingest: Ingest | None = None
+    tasks: TaskCache | None = None
 
     @property
     def span_sink(self) -> Any:

@@ -7,12 +7,8 @@ are escaped and collapsed. The viewer never imports `server`: handlers read `sta
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from litestar import Router
 from litestar.exceptions import HTTPException
-from litestar.types import ControllerRouterHandler
 
 from tracecard.viewer.align import Alignment, align_calls
 from tracecard.viewer.assets import CSP, SECURITY_HEADERS, htmx_path, htmx_script, stylesheet
@@ -30,7 +26,7 @@ __all__ = [
     "TraceView",
     "align_calls",
     "build_trace",
-    "feature",
+    "viewer_router",
     "htmx_path",
     "viewer_router",
 ]
@@ -52,7 +48,3 @@ def viewer_router() -> Router:
         include_in_schema=False,
     )
 
-
-def feature() -> tuple[Sequence[ControllerRouterHandler], Any]:
-    """What the app factory wires in: the viewer's router; it needs no runtime set-up."""
-    return [viewer_router()], None

@@ -34,7 +34,7 @@ class RunController(Controller):
     async def read(self, state: State, run_id: str) -> dict[str, Any]:
         runtime = runtime_of(state)
         row = await service_call(get_run(runtime, run_id))
-        reader = runtime.extensions.get("run_scores")
+        reader = runtime.hooks.run_scores
         extra = await reader(runtime, row) if reader else {}
         return run_view(runtime, row, **extra)
 

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Sequence
 
 from tracecard.server.runs.service import RunError
 from tracecard.server.settings import ConfigError, load_settings
-
-# Modules that add subcommands: each has `register(subparsers)`.
-COMMAND_MODULES = (
-    "tracecard.server.cli.suites",
-    "tracecard.server.cli.run",
-    "tracecard.server.cli.wrap",
-    "tracecard.server.cli.demo",
-)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -66,13 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-level", default="warning", help="uvicorn log level")
     serve.set_defaults(handler=_serve)
-    for module_name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
+    # Each command module adds its subcommands; imported here so `--help` lists them all.
+    from tracecard.server.cli import demo, run, suites, wrap
+
+    for module in (suites, run, wrap, demo):
         module.register(sub)
     return parser
 

@@ -42,19 +42,18 @@ async def _run_scores(runtime: Runtime, run: RunRow) -> dict[str, Any]:
     }
 
 
-def setup(runtime: Runtime) -> None:
-    runtime.extensions["resolve_run_create"] = resolve_run_create
-    runtime.extensions.setdefault("finish_hooks", []).append(probe_and_score)
-    runtime.extensions["root_events"] = root_events
-    runtime.extensions["run_scores"] = _run_scores
-    runtime.extensions["enforce"] = make_enforcer(runtime)
+def install(runtime: Runtime) -> None:
+    """Suites and experiments: run creation from a task, probes and scorers at finish."""
+    runtime.hooks.resolve_run_create = resolve_run_create
+    runtime.hooks.on_finish.append(probe_and_score)
+    runtime.hooks.root_events = root_events
+    runtime.hooks.run_scores = _run_scores
+    runtime.hooks.enforce = make_enforcer(runtime)
 
 
-def feature() -> tuple[Sequence[ControllerRouterHandler], Any]:
-    handlers: list[ControllerRouterHandler] = [
-        SuiteController,
-        ExperimentController,
-        CompareController,
-        RunEvaluationController,
-    ]
-    return handlers, setup
+HANDLERS: Sequence[ControllerRouterHandler] = (
+    SuiteController,
+    ExperimentController,
+    CompareController,
+    RunEvaluationController,
+)

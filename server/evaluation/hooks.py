@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import Event
 from tracecard.scorers import ComponentScore, RunFacts, Task, check_call, score_run
 from tracecard.server.evaluation.probes import ProbeContext, run_probes
 from tracecard.server.evaluation.service import evaluation_events, new_task_run, score_rows, task_of
+from tracecard.server.hooks import Enforcer
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunCreate
 from tracecard.server.runtime import Runtime
@@ -53,8 +54,9 @@ class TaskCache:
 
 
 def tasks_of(runtime: Runtime) -> TaskCache:
-    cache: TaskCache = runtime.extensions.setdefault("tasks", TaskCache())
-    return cache
+    if runtime.tasks is None:
+        runtime.tasks = TaskCache()
+    return runtime.tasks
 
 
 async def resolve_run_create(runtime: Runtime, body: RunCreate) -> RunRow:
@@ -74,7 +76,7 @@ async def resolve_run_create(runtime: Runtime, body: RunCreate) -> RunRow:
     return row
 
 
-def make_enforcer(runtime: Runtime) -> Any:
+def make_enforcer(runtime: Runtime) -> Enforcer:
     """The proxy's enforce hook: block a call that matches a rule marked `block = true`."""
     cache = tasks_of(runtime)
 

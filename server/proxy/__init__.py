@@ -6,13 +6,12 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from tracecard.server.proxy.routing import ProxyRouter, match
 from tracecard.server.proxy.state import ProxyState, build_state
 from tracecard.server.runtime import Runtime
 
-__all__ = ["ProxyRouter", "ProxyState", "feature", "match", "proxy_lifespan"]
+__all__ = ["ProxyRouter", "ProxyState", "match", "proxy_lifespan"]
 
 
 @asynccontextmanager
@@ -22,16 +21,12 @@ async def proxy_lifespan(runtime: Runtime) -> AsyncIterator[ProxyState]:
     if httpx_log.level == logging.NOTSET:  # unless configured: an INFO line per call cost ~15 %
         httpx_log.setLevel(logging.WARNING)  # of the proxy's CPU (spans record every call)
     state = build_state(runtime)
-    runtime.extensions["proxy"] = state
+    runtime.proxy = state
     gc.freeze()  # startup objects out of the GC's generations: re-scanning them cost ~9 % CPU
     try:
         yield state
     finally:
         gc.unfreeze()  # several apps may live in one process (tests): let theirs be collected
-        runtime.extensions.pop("proxy", None)
+        runtime.proxy = None
         await state.client.aclose()
 
-
-def feature() -> tuple[list[Any], Any]:
-    """No Litestar handlers (the router serves the proxy paths); a lifespan for the client."""
-    return [], proxy_lifespan

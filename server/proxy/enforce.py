@@ -22,7 +22,7 @@ async def enforce_calls(
     batch: bool,
 ) -> bool:
     """True when a call was blocked and the agent has been answered (nothing is forwarded)."""
-    enforce = state.runtime.extensions.get("enforce")
+    enforce = state.runtime.hooks.enforce
     if enforce is None:
         return False
     upstream = calls.exchange.upstream

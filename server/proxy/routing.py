@@ -54,7 +54,7 @@ class ProxyRouter:
         if self._state is None:
             runtime = getattr(self.app.state, "runtime", None)
             if runtime is not None:
-                self._state = runtime.extensions.get("proxy")
+                self._state = runtime.proxy
         return self._state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -110,7 +110,7 @@ class ProxyRouter:
         from tracecard.server.proxy.forward import scan_request_headers
         from tracecard.server.proxy.sessions import choose_run
 
-        handler = state.runtime.extensions.get("stdio")
+        handler = state.runtime.stdio
         if handler is None:
             raise ProxyError(
                 501,

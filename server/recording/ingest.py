@@ -224,7 +224,8 @@ def _error(media: str, status: int, code: int, message: str) -> Response[bytes]:
 async def ingest_traces(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
     """Decode, join to runs, commit, then answer `ExportTraceServiceResponse`."""
     runtime: Runtime = state.runtime
-    ingest: Ingest = runtime.extensions["otlp_ingest"]
+    ingest = runtime.otlp_ingest
+    assert ingest is not None, "the OTLP ingest service starts with the app"
     content_type = request.headers.get("content-type", "")
     media = _media(content_type)
     limit = runtime.settings.max_body_bytes
@@ -247,13 +248,8 @@ async def ingest_traces(request: Request[Any, Any, Any], state: State) -> Respon
     )
 
 
-def setup(runtime: Runtime) -> None:
+def install(runtime: Runtime) -> None:
     """Index the proxy's spans by trace id and make the ingest service available."""
     index = TraceRunIndex()
     runtime.provider.add_span_processor(index)
-    runtime.extensions["otlp_ingest"] = Ingest(runtime, index)
-
-
-def feature() -> tuple[list[Any], Any]:
-    """The OTLP ingest route and its runtime set-up."""
-    return [ingest_traces], setup
+    runtime.otlp_ingest = Ingest(runtime, index)

@@ -122,7 +122,7 @@ def new_run_row(
 
 async def create_run(runtime: Runtime, body: RunCreate) -> RunRow:
     """Store a new run and make it known to the proxy."""
-    resolver = runtime.extensions.get("resolve_run_create")
+    resolver = runtime.hooks.resolve_run_create
     if resolver is not None:  # suites/experiments fill in task and suite details
         row: RunRow = await resolver(runtime, body)
     else:
@@ -163,14 +163,15 @@ async def finish_run(runtime: Runtime, run_id: str, body: RunFinish) -> dict[str
     if info is not None:
         info.status = body.status
     extra: dict[str, Any] = {}
-    for hook in runtime.extensions.get("finish_hooks", []):
+    for hook in runtime.hooks.on_finish:
         result = await hook(runtime, updated)
         if result:
             extra.update(result)
     # after the probes and scorers: stop per-run upstream processes, keep sandboxes
-    for hook in runtime.extensions.get("after_finish_hooks", []):
-        await hook(runtime, updated)
-    events = runtime.extensions.get("root_events", lambda _run, _extra: [])(updated, extra)
+    for after in runtime.hooks.after_finish:
+        await after(runtime, updated)
+    root_events = runtime.hooks.root_events
+    events = root_events(updated, extra) if root_events is not None else []
     await runtime.flush()
     first = await anyio.to_thread.run_sync(runtime.store.first_span_start, run_id)
     root = root_span(

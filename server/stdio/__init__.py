@@ -1,7 +1,7 @@
 """Stdio upstreams: MCP servers tracecard starts as child processes and serves over HTTP.
 
-Public surface: `feature()` for the app, `StdioBridge` (the ASGI handler the proxy calls as
-`runtime.extensions["stdio"](scope, receive, send, upstream, run_or_None)`), `StdioUpstreams`
+Public surface: `stdio_lifespan(runtime)` for the app factory, `StdioBridge` (the ASGI handler
+the proxy calls as `runtime.stdio(scope, receive, send, upstream, run_or_None)`), `StdioUpstreams`
 (process lifecycles), `StdioProcess` and `UpstreamError`.
 """
 
@@ -11,6 +11,6 @@ from tracecard.server.stdio.bridge import StdioBridge
 from tracecard.server.stdio.messages import UpstreamError
 from tracecard.server.stdio.pool import StdioUpstreams
 from tracecard.server.stdio.process import StdioProcess
-from tracecard.server.stdio.service import feature, setup
+from tracecard.server.stdio.service import stdio_lifespan
 
-__all__ = ["StdioBridge", "StdioProcess", "StdioUpstreams", "UpstreamError", "feature", "setup"]
+__all__ = ["StdioBridge", "StdioProcess", "StdioUpstreams", "UpstreamError", "stdio_lifespan"]

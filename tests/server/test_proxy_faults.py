@@ -127,12 +127,11 @@ def test_body_over_the_limit_is_413_declared_or_streamed(tracecard: RunningServe
 
 def test_stdio_upstream_without_a_bridge_is_501(tracecard: RunningServer) -> None:
     runtime = runtime_of(tracecard)
-    installed = runtime.extensions.pop("stdio", None)  # the stdio feature may be installed
+    installed, runtime.stdio = runtime.stdio, None
     try:
         answer = post(f"{tracecard.url}/mcp/files", rpc("ping"))
     finally:
-        if installed is not None:
-            runtime.extensions["stdio"] = installed
+        runtime.stdio = installed
     assert answer.status_code == 501 and "stdio" in answer.json()["detail"]
 
 
@@ -145,15 +144,12 @@ def test_stdio_upstream_goes_to_the_bridge(tracecard: RunningServer) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"bridged"})
 
-    installed = runtime.extensions.get("stdio")
-    runtime.extensions["stdio"] = bridge
+    installed, runtime.stdio = runtime.stdio, bridge  # type: ignore[assignment]
     try:
         run = new_run(tracecard.url)
         answer = post(run["urls"]["files"], rpc("ping"))
     finally:
-        runtime.extensions["stdio"] = installed
-        if installed is None:
-            runtime.extensions.pop("stdio")
+        runtime.stdio = installed
     assert answer.text == "bridged" and calls == [("files", run["id"])]
 
 

@@ -236,11 +236,12 @@ def _blocker(blocked_tool: str) -> Any:
 def enforcing(tracecard: RunningServer) -> Iterator[Any]:
     runtime = runtime_of(tracecard)
     enforce = _blocker("delete_all_notes")
-    runtime.extensions["enforce"] = enforce
+    installed = runtime.hooks.enforce
+    runtime.hooks.enforce = enforce
     try:
         yield enforce
     finally:
-        runtime.extensions.pop("enforce", None)
+        runtime.hooks.enforce = installed
 
 
 def test_enforce_blocks_and_the_upstream_never_sees_the_call(

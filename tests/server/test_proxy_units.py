@@ -14,7 +14,6 @@ def test_public_surface() -> None:
     assert set(tracecard.server.proxy.__all__) == {
         "ProxyRouter",
         "ProxyState",
-        "feature",
         "match",
         "proxy_lifespan",
     }

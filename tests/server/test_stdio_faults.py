@@ -310,8 +310,7 @@ def test_public_surface() -> None:
         "StdioProcess",
         "StdioUpstreams",
         "UpstreamError",
-        "feature",
-        "setup",
+        "stdio_lifespan",
     ]
     for name in tracecard.server.stdio.__all__:
         assert getattr(tracecard.server.stdio, name).__doc__, name

@@ -55,7 +55,7 @@ def running_tracecard(settings: Settings) -> Iterator[RunningServer]:
 
 
 def runtime_of(running: RunningServer) -> Runtime:
-    """The live runtime of a running tracecard (tests set extensions such as `enforce` on it)."""
+    """The live runtime of a running tracecard (tests set hooks such as `enforce` on it)."""
     app = running.server.config.app
     while not hasattr(app, "state"):  # token guard -> proxy router -> Litestar
         app = app.app

@@ -46,9 +46,8 @@ def pages(server: NightServer) -> list[str]:
 
 
 def test_public_surface() -> None:
-    assert set(viewer.__all__) >= {"feature", "CSP", "align_calls", "build_trace"}
-    handlers, setup = viewer.feature()
-    assert len(handlers) == 1 and setup is None
+    assert set(viewer.__all__) >= {"viewer_router", "CSP", "align_calls", "build_trace"}
+    assert viewer.viewer_router().path == "/"
 
 
 def test_every_viewer_response_sends_the_strict_csp(night_server: NightServer) -> None:
