@@ -6,14 +6,13 @@ import hashlib
 import json
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from ._locate import find_line
+from ._locate import LocatedIssue, dotted, find_line, reason_of, toml_error_line
 from .spec import CompletionSpec, EfficiencySpec, InvocationSpec, OutcomeSpec, SafetySpec
 
 __all__ = [
@@ -67,18 +66,8 @@ class Suite(BaseModel):
         raise KeyError(task_id)
 
 
-@dataclass(frozen=True)
-class SuiteIssue:
-    """One problem in a suite file, located as precisely as possible."""
-
-    source: str
-    line: int | None
-    path: str
-    reason: str
-
-    def __str__(self) -> str:
-        where = self.source if self.line is None else f"{self.source}:{self.line}"
-        return f"{where}: {self.path}: {self.reason}" if self.path else f"{where}: {self.reason}"
+class SuiteIssue(LocatedIssue):
+    """One problem in a suite file: `{file}:{line}: {field.path}: {reason}`."""
 
 
 class SuiteError(ValueError):
@@ -87,22 +76,6 @@ class SuiteError(ValueError):
     def __init__(self, issues: list[SuiteIssue]) -> None:
         self.issues = issues
         super().__init__("\n".join(str(issue) for issue in issues))
-
-
-def _dotted(loc: tuple[str | int, ...]) -> str:
-    out = ""
-    for step in loc:
-        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else step)
-    return out
-
-
-def _reason(error: Any) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown field"
-    if error["type"] == "missing":
-        return "required field is missing"
-    message = str(error["msg"])
-    return message.removeprefix("Value error, ")
 
 
 def _strip_tags(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
@@ -156,7 +129,8 @@ def parse_suite(text: str, fmt: SuiteFormat, source_name: str = "<suite>") -> Su
     try:
         document: Any = tomllib.loads(text) if fmt == "toml" else json.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise SuiteError([SuiteIssue(source_name, None, "", f"not valid TOML: {exc}")]) from exc
+        issue = SuiteIssue(source_name, toml_error_line(exc), "", f"not valid TOML: {exc}")
+        raise SuiteError([issue]) from exc
     except json.JSONDecodeError as exc:
         issue = SuiteIssue(source_name, exc.lineno, "", f"not valid JSON: {exc.msg}")
         raise SuiteError([issue]) from exc
@@ -164,7 +138,7 @@ def parse_suite(text: str, fmt: SuiteFormat, source_name: str = "<suite>") -> Su
         raise SuiteError([SuiteIssue(source_name, None, "", "a suite is a table/object")])
 
     def located(loc: tuple[str | int, ...], reason: str) -> SuiteIssue:
-        return SuiteIssue(source_name, find_line(text, loc, fmt), _dotted(loc), reason)
+        return SuiteIssue(source_name, find_line(text, loc, fmt), dotted(loc), reason)
 
     version = document.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int):
@@ -177,7 +151,7 @@ def parse_suite(text: str, fmt: SuiteFormat, source_name: str = "<suite>") -> Su
     try:
         suite = reader(document)
     except ValidationError as exc:
-        issues = [located(_strip_tags(tuple(e["loc"])), _reason(e)) for e in exc.errors()]
+        issues = [located(_strip_tags(tuple(e["loc"])), reason_of(e)) for e in exc.errors()]
         raise SuiteError(issues) from exc
     problems = _semantic_issues(suite)
     if problems:
@@ -193,7 +167,7 @@ def load_suite(path: str | Path) -> Suite:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise SuiteError([SuiteIssue(str(file), None, "", f"cannot read: {exc}")]) from exc
-    return parse_suite(text, fmt, file.name)
+    return parse_suite(text, fmt, str(path))  # the path as given, as the user typed it
 
 
 def suite_version(suite: Suite) -> str:

@@ -1,8 +1,9 @@
 """Settings: one TOML file (`tracecard.toml`), every key overridable by an environment variable.
 
-Environment variables are `TRACECARD_<KEY>`; nested keys join with `__`, e.g.
-`TRACECARD_UPSTREAMS__TOOLS__URL=http://127.0.0.1:9000/mcp` or `TRACECARD_API_TOKEN=...`.
-Values are parsed as JSON when they parse (numbers, booleans, lists), else taken as strings.
+Loaded with pydantic-settings: the TOML source, then `TRACECARD_<KEY>` variables (nested keys
+join with `__`: `TRACECARD_UPSTREAMS__TOOLS__URL=http://127.0.0.1:9000/mcp`), then command-line
+flags. Types come from the model (`TRACECARD_API_TOKEN=20261201` is a string; lists and tables
+are JSON), and an error names the variable, or the file and line, it came from.
 """
 
 from __future__ import annotations
@@ -13,12 +14,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
+from tracecard.scorers._locate import LocatedIssue, dotted, find_line, reason_of, toml_error_line
 from tracecard.traces.engine import default_db_url
 
 ENV_PREFIX = "TRACECARD_"
+CONFIG_NAME = "tracecard.toml"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -124,27 +132,60 @@ class Settings(BaseModel):
         return Path(self.config_path).parent / candidate
 
 
-def _env_value(raw: str) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return raw
+class _Sources(Settings, BaseSettings):
+    """The same fields, as pydantic-settings sees them (the sources read the model's types)."""
+
+    model_config = SettingsConfigDict(extra="forbid")
 
 
-def _apply_env(document: dict[str, Any], environ: Mapping[str, str]) -> None:
-    for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX):
-            continue
-        keys = [k.lower() for k in name[len(ENV_PREFIX) :].split("__") if k]
-        # Agents get TRACECARD_RUN_ID and friends (docs/agents.md): only settings keys apply.
-        if not keys or keys[0] not in Settings.model_fields:
-            continue
-        target = document
-        for key in keys[:-1]:
-            target = target.setdefault(key, {})
-            if not isinstance(target, dict):
-                raise ConfigError(f"{name}: {'.'.join(keys)} is not a table in the config")
-        target[keys[-1]] = _env_value(raw)
+class _Environment(EnvSettingsSource):
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(
+            _Sources, case_sensitive=False, env_prefix=ENV_PREFIX, env_nested_delimiter="__"
+        )
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {name.lower(): value for name, value in self._environ.items()}
+
+
+def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _has(document: Mapping[str, Any], loc: tuple[str | int, ...]) -> bool:
+    target: Any = document
+    for step in loc:
+        if not isinstance(target, Mapping) or step not in target:
+            return False
+        target = target[step]
+    return True
+
+
+def _variable(loc: tuple[str | int, ...], environ: Mapping[str, str]) -> str | None:
+    """The environment variable that set the value at `loc` (or the table holding it)."""
+    names = {name.upper(): name for name in environ}
+    for length in range(len(loc), 0, -1):
+        candidate = ENV_PREFIX + "__".join(str(step) for step in loc[:length]).upper()
+        if candidate in names:
+            return names[candidate]
+    return None
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """`tracecard.toml` in `start` (default: the current folder) or the nearest parent."""
+    folder = (start or Path.cwd()).resolve()
+    for candidate in (folder, *folder.parents):
+        path = candidate / CONFIG_NAME
+        if path.is_file():
+            return path
+    return None
 
 
 def load_settings(
@@ -152,25 +193,48 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     **overrides: Any,
 ) -> Settings:
-    """Read the TOML file (if any), apply `TRACECARD_*` variables, then explicit overrides."""
+    """Read the TOML file (if any), apply `TRACECARD_*` variables, then explicit overrides
+    (command-line flags; None means not given)."""
+    environ = os.environ if environ is None else environ
     document: dict[str, Any] = {}
+    text = ""
     if config_path is not None:
         path = Path(config_path)
         try:
-            document = tomllib.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            document = TomlConfigSettingsSource(_Sources, toml_file=path)()
         except FileNotFoundError as exc:
             raise ConfigError(f"{path}: no such config file") from exc
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+            raise ConfigError(f"{path}:{toml_error_line(exc) or 1}: not valid TOML: {exc}") from exc
         document["config_path"] = str(path)
-    _apply_env(document, os.environ if environ is None else environ)
-    document.update({k: v for k, v in overrides.items() if v is not None})
+    from_env = _Environment(environ)()
+    flags = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings.model_validate(document)
+        return Settings.model_validate(_merge(_merge(document, from_env), flags))
     except ValidationError as exc:
-        where = str(config_path) if config_path else "settings"
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise ConfigError(f"{where}: {problems}") from exc
+        issues = [
+            _locate(tuple(e["loc"]), reason_of(e), config_path, text, from_env, flags, environ)
+            for e in exc.errors()
+        ]
+        raise ConfigError("\n".join(str(issue) for issue in issues)) from exc
+
+
+def _locate(
+    loc: tuple[str | int, ...],
+    reason: str,
+    config_path: str | Path | None,
+    text: str,
+    from_env: Mapping[str, Any],
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+) -> LocatedIssue:
+    """Where the bad value came from: a flag, a variable, or a line of the file."""
+    if loc and _has(flags, loc[:1]):
+        return LocatedIssue(f"--{str(loc[0]).replace('_', '-')}", None, dotted(loc), reason)
+    variable = _variable(loc, environ) if loc and _has(from_env, loc[:1]) else None
+    if variable is not None:
+        return LocatedIssue(variable, None, dotted(loc), reason)
+    if config_path is None:
+        return LocatedIssue("settings", None, dotted(loc), reason)
+    return LocatedIssue(str(config_path), find_line(text, loc, "toml"), dotted(loc), reason)

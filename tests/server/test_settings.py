@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.support.tracecard import running_tracecard
-from tracecard.server.settings import ConfigError, Settings, load_settings
+from tracecard.server.settings import ConfigError, Settings, find_config, load_settings
 
 TOML = """
 upstream_timeout_s = 5
@@ -45,7 +45,7 @@ def test_toml_then_environment(tmp_path: Path) -> None:
 def test_bad_config_names_the_file_and_the_field(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text('[upstreams.x]\nurl = "http://a"\ncommand = ["b"]\n')
-    with pytest.raises(ConfigError, match=r"bad\.toml: upstreams\.x.*exactly one of"):
+    with pytest.raises(ConfigError, match=r"bad\.toml:1: upstreams\.x: give exactly one of"):
         load_settings(path, environ={})
     with pytest.raises(ConfigError, match="no such config file"):
         load_settings(tmp_path / "missing.toml", environ={})
@@ -89,3 +89,62 @@ def test_an_agents_environment_does_not_break_the_settings() -> None:
     # tracecard run gives agents TRACECARD_RUN_ID etc.; a server started there must still load
     environ = {"TRACECARD_RUN_ID": "abc", "TRACECARD_INSTRUCTION": "x", "TRACECARD_PORT": "9123"}
     assert load_settings(environ=environ).port == 9123
+
+
+def test_environment_values_take_the_models_types() -> None:
+    # #14 item 9: a token of digits is a string, not a JSON number the model then refuses
+    settings = load_settings(environ={"TRACECARD_API_TOKEN": "20261201", "TRACECARD_PORT": "81"})
+    assert settings.api_token == "20261201" and settings.port == 81
+
+
+def test_an_environment_error_names_the_variable() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"TRACECARD_PORT": "eighty"})
+    assert str(caught.value).startswith("TRACECARD_PORT: port: Input should be a valid integer")
+    with pytest.raises(ConfigError, match=r"^TRACECARD_UPSTREAMS__T__PER_RUN: upstreams\.t\."):
+        load_settings(
+            environ={
+                "TRACECARD_UPSTREAMS__T__URL": "http://a",
+                "TRACECARD_UPSTREAMS__T__PER_RUN": "sometimes",
+            }
+        )
+
+
+def test_a_flag_error_names_the_flag() -> None:
+    with pytest.raises(ConfigError, match=r"^--port: port: Input should be a valid integer"):
+        load_settings(environ={}, port="x")
+
+
+def test_off_loopback_refusal_is_in_plain_words() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"TRACECARD_HOST": "0.0.0.0"})
+    message = str(caught.value)
+    assert message.startswith("settings: binding 0.0.0.0 exposes tracecard")
+    assert "(top)" not in message and "Value error" not in message
+
+
+def test_a_config_error_has_the_line_and_the_path_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # #14 item 11: the same `file:line: field: reason` format as a suite error
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "tc.toml").write_text(
+        '[upstreams.a]\nurl = "http://a"\n\n[upstreams.b]\nurl = "http://b"\nper_rn = true\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        load_settings("conf/tc.toml", environ={})
+    assert str(caught.value) == "conf/tc.toml:6: upstreams.b.per_rn: unknown field"
+    (tmp_path / "broken.toml").write_text('port = 1\nhost = "a\n')
+    with pytest.raises(ConfigError, match=r"^broken\.toml:2: not valid TOML"):
+        load_settings("broken.toml", environ={})
+
+
+def test_tracecard_toml_is_found_in_the_folder_or_a_parent(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    assert find_config(tmp_path / "a" / "b") is None or not str(
+        find_config(tmp_path / "a" / "b")
+    ).startswith(str(tmp_path))
+    (tmp_path / "a" / "tracecard.toml").write_text("port = 1\n")
+    assert find_config(tmp_path / "a" / "b") == (tmp_path / "a" / "tracecard.toml").resolve()
+    assert find_config(tmp_path / "a") == (tmp_path / "a" / "tracecard.toml").resolve()
