@@ -28,6 +28,7 @@ from typing import Any
 
 from rich.console import Console
 
+import tracecard
 from tracecard.client import TracecardClient
 from tracecard.server.cli.run import interrupt_on_sigterm, orchestrate, print_summary, serve_forever
 from tracecard.server.orchestration.agents import PythonAgent
@@ -37,16 +38,16 @@ from tracecard.server.orchestration.summary import comparison_table, verdict_lin
 from tracecard.server.runs.service import RunError
 from tracecard.server.settings import Settings, UpstreamSettings
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+# examples/ in a checkout (linked as tracecard/examples), package data in an installed wheel
+EXAMPLES = Path(tracecard.__file__).resolve().parent / "examples"
 STYLES = ("careful", "hasty")  # A (the baseline) and B
 
 
 def _examples() -> Path:
     if not (EXAMPLES / "helpdesk" / "suite.toml").is_file():
         raise RunError(
-            f"tracecard demo needs the repository's examples/ folder (not found at {EXAMPLES}): "
-            "run it from a checkout of tracecard"
+            f"tracecard demo needs its example suite, not found at {EXAMPLES}: reinstall "
+            "tracecard (the wheel ships it) or run it from a checkout"
         )
     return EXAMPLES
 
@@ -54,6 +55,10 @@ def _examples() -> Path:
 def load_agent_module() -> ModuleType:
     """examples/agents/helpdesk_agent.py, imported by path (examples/ is not a package)."""
     folder = _examples() / "agents"
+    if importlib.util.find_spec("pydantic_ai") is None:
+        raise RunError(
+            "tracecard demo's scripted agents need pydantic-ai: pip install 'tracecard[demo]'"
+        )
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))  # its sibling module helpdesk_scripts
     spec = importlib.util.spec_from_file_location("helpdesk_agent", folder / "helpdesk_agent.py")
