@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import hmac
 import html
-from collections.abc import Awaitable, Callable
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from tracecard.server.asgi import ASGIApp, Receive, Scope, Send, send_bytes
 
 TOKEN_HEADER = b"tracecard-token"
 TOKEN_COOKIE = "tracecard_token"
@@ -49,25 +45,12 @@ def _login_page(message: str = "") -> bytes:
     ).encode()
 
 
-async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-length", str(len(body)).encode()), *headers],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
 async def _login(scope: Scope, receive: Receive, send: Send, expected: bytes) -> None:
     """GET: a sign-in form; POST: check the token and keep it in an HttpOnly cookie."""
-    page = [
-        (b"content-type", b"text/html; charset=utf-8"),
-        (b"content-security-policy", _LOGIN_CSP),
-    ]
+    html_type = b"text/html; charset=utf-8"
+    page = [(b"content-security-policy", _LOGIN_CSP)]
     if scope["method"] != "POST":
-        await _send(send, 200, _login_page(), page)
+        await send_bytes(send, 200, _login_page(), html_type, page)
         return
     body = b""
     while len(body) <= 8192:
@@ -77,10 +60,12 @@ async def _login(scope: Scope, receive: Receive, send: Send, expected: bytes) ->
             break
     presented = parse_qs(body[:8192].decode("utf-8", errors="replace")).get("token", [""])[0]
     if not hmac.compare_digest(presented.encode(), expected):
-        await _send(send, 401, _login_page("That is not this server's API token."), page)
+        await send_bytes(
+            send, 401, _login_page("That is not this server's API token."), html_type, page
+        )
         return
     cookie = f"{TOKEN_COOKIE}={presented}; Path=/; HttpOnly; SameSite=Strict".encode()
-    await _send(send, 303, b"", [(b"location", b"/"), (b"set-cookie", cookie)])
+    await send_bytes(send, 303, b"", None, [(b"location", b"/"), (b"set-cookie", cookie)])
 
 
 def _wants_html(scope: Scope) -> bool:
@@ -108,22 +93,12 @@ def token_guard(app: Any, token: str | None) -> ASGIApp:
             await app(scope, receive, send)
             return
         if _wants_html(scope) and scope["method"] == "GET":
-            await _send(send, 303, b"", [(b"location", b"/login")])
+            await send_bytes(send, 303, b"", None, [(b"location", b"/login")])
             return
         body = (
             b'{"status_code":401,"detail":"this tracecard needs an API token: send it as '
             b'`Authorization: Bearer <token>` or the `Tracecard-Token` header"}'
         )
-        start: dict[str, Any] = {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b"Bearer"),
-            ],
-        }
-        await send(start)
-        await send({"type": "http.response.body", "body": body})
+        await send_bytes(send, 401, body, headers=[(b"www-authenticate", b"Bearer")])
 
     return guarded

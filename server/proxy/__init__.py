@@ -29,4 +29,3 @@ async def proxy_lifespan(runtime: Runtime) -> AsyncIterator[ProxyState]:
         gc.unfreeze()  # several apps may live in one process (tests): let theirs be collected
         runtime.proxy = None
         await state.client.aclose()
-

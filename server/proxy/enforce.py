@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracecard.server.asgi import CODE_BLOCKED, Send, jsonrpc_error, send_jsonrpc
 from tracecard.server.proxy.calls import Calls
-from tracecard.server.proxy.errors import CODE_BLOCKED, Send, jsonrpc_error, send_jsonrpc
 from tracecard.server.proxy.forward import RequestHeaders
 from tracecard.server.proxy.state import ProxyState
 from tracecard.traces import semconv

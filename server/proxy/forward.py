@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from tracecard.server.proxy.errors import ProxyError, Receive, Scope
+from tracecard.server.asgi import Scope
 from tracecard.traces import semconv
 
 if TYPE_CHECKING:
@@ -104,53 +104,9 @@ def scan_request_headers(raw: list[tuple[bytes, bytes]]) -> RequestHeaders:
     return found
 
 
-def baggage_run(baggage: str | None) -> str | None:
-    """The run id in W3C baggage `tracecard.run=<id>`, if any."""
-    if not baggage or "tracecard.run" not in baggage:
-        return None
-    for member in baggage.split(","):
-        key, _, value = member.partition("=")
-        if key.strip() == "tracecard.run":
-            return value.split(";", 1)[0].strip() or None
-    return None
-
-
 def response_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """The upstream's response headers without hop-by-hop ones (Content-Length is kept)."""
     return [(name, value) for name, value in raw if name.lower() not in _DROP_RESPONSE]
-
-
-async def read_body(receive: Receive, limit: int, declared: int | None) -> bytes:
-    """The whole request body, refused with 413 past `limit` (declared or counted)."""
-    if declared is not None and declared > limit:
-        raise _too_large(limit, declared)
-    message = await receive()
-    body: bytes = message.get("body", b"")
-    if not message.get("more_body", False):
-        if len(body) > limit:
-            raise _too_large(limit, len(body))
-        return body
-    parts = [body]
-    size = len(body)
-    while message.get("more_body", False):
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ProxyError(400, "the client disconnected while sending the body")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit, size)
-        parts.append(chunk)
-    return b"".join(parts)
-
-
-def _too_large(limit: int, size: int) -> ProxyError:
-    return ProxyError(
-        413,
-        f"request body of {size} bytes or more exceeds the limit of {limit} bytes "
-        "(max_body_bytes in tracecard.toml, TRACECARD_MAX_BODY_BYTES)",
-        limit=limit,
-    )
 
 
 def client_key(scope: Scope, user_agent: str) -> str:

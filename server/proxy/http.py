@@ -9,11 +9,11 @@ from typing import Any
 import httpx
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from tracecard.server.proxy.errors import ProxyError, Receive, Scope, Send
+from tracecard.server.asgi import Receive, Scope, Send, read_body
+from tracecard.server.proxy.errors import ProxyError
 from tracecard.server.proxy.forward import (
     RequestHeaders,
     open_upstream,
-    read_body,
     response_headers,
     scan_request_headers,
     upstream_url,

@@ -14,6 +14,15 @@ from typing import Any
 import httpx
 import orjson
 
+from tracecard.server.asgi import (
+    CODE_UPSTREAM,
+    Receive,
+    Scope,
+    Send,
+    jsonrpc_error,
+    read_body,
+    send_jsonrpc,
+)
 from tracecard.server.proxy.calls import (
     Calls,
     close_notifications,
@@ -24,19 +33,10 @@ from tracecard.server.proxy.calls import (
     traceparent_value,
 )
 from tracecard.server.proxy.enforce import Started, enforce_calls
-from tracecard.server.proxy.errors import (
-    CODE_UPSTREAM,
-    ProxyError,
-    Receive,
-    Scope,
-    Send,
-    jsonrpc_error,
-    send_jsonrpc,
-)
+from tracecard.server.proxy.errors import ProxyError
 from tracecard.server.proxy.forward import (
     RequestHeaders,
     open_upstream,
-    read_body,
     response_headers,
     scan_request_headers,
     upstream_url,

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import orjson
 
+from tracecard.server.asgi import CODE_UPSTREAM, Receive, Send, jsonrpc_error, sse_frame
 from tracecard.server.proxy.calls import Calls, fail_open, record_message
-from tracecard.server.proxy.errors import CODE_UPSTREAM, Receive, Send, jsonrpc_error
-from tracecard.server.proxy.sse import SseParser, sse_frame
+from tracecard.server.proxy.sse import SseParser
 from tracecard.server.proxy.state import ProxyState
 from tracecard.traces import semconv
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tracecard.server.proxy.errors import ProxyError, Receive, Scope, Send, send_error
+from tracecard.server.asgi import BodyTooLarge, ClientGone, Receive, Scope, Send
+from tracecard.server.proxy.errors import ProxyError, send_error
 from tracecard.server.proxy.state import ProxyState
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,10 @@ class ProxyRouter:
                 await handle_http(state, scope, receive, send, upstream, run_id, rest)
         except ProxyError as error:
             await send_error(send, error)
+        except BodyTooLarge as error:
+            await send_error(send, ProxyError.too_large(error))
+        except ClientGone as error:
+            await send_error(send, ProxyError(400, str(error)))
 
     async def _stdio(
         self,
@@ -108,7 +113,7 @@ class ProxyRouter:
     ) -> None:
         """Upstreams with `command` are bridged by the stdio feature, when it is installed."""
         from tracecard.server.proxy.forward import scan_request_headers
-        from tracecard.server.proxy.sessions import choose_run
+        from tracecard.server.proxy.sessions import named_run
 
         handler = state.runtime.stdio
         if handler is None:
@@ -118,5 +123,5 @@ class ProxyRouter:
                 "stdio bridge installed",
             )
         headers = scan_request_headers(scope["headers"])
-        run = await choose_run(state, scope, state.upstreams[name], headers, run_id, None)
-        await handler(scope, receive, send, name, run)
+        # ad hoc (None) is the bridge's to choose: it knows a session's initialize from the rest
+        await handler(scope, receive, send, name, await named_run(state, headers, run_id))

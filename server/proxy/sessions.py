@@ -1,4 +1,4 @@
-"""Which run a proxied request belongs to, and the bounded map of MCP sessions to their runs."""
+"""Which run a proxied request belongs to, and the bounded session map (proxy and stdio)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,19 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from tracecard.server.proxy.errors import ProxyError, Scope
-from tracecard.server.proxy.forward import RequestHeaders, baggage_run, client_key
+from tracecard.server.asgi import Scope, baggage_run
+from tracecard.server.proxy.errors import ProxyError
+from tracecard.server.proxy.forward import RequestHeaders, client_key
 from tracecard.server.runs.registry import RunInfo
 
 if TYPE_CHECKING:
     from tracecard.server.proxy.state import ProxyState, Upstream
 
 SessionKey = tuple[str, str]  # (upstream name, Mcp-Session-Id)
+K = TypeVar("K")
+V = TypeVar("V")
 SESSIONS_MAX = 10_000  # sessions remembered at once; the least recently used goes first
 SESSION_IDLE_S = 6 * 3600.0  # a session unused this long is forgotten (a later call: new run)
 
@@ -25,21 +28,22 @@ def session_key(upstream: str, session_id: str) -> str:
     return f"mcp-session:{upstream}:{session_id}"
 
 
-class SessionRuns:
-    """Runs by (upstream, session id): LRU-bounded and idle-expiring, not just shrunk on DELETE.
+class IdleLru(Generic[K, V]):
+    """Sessions by key: LRU-bounded and idle-expiring, not just shrunk on DELETE.
 
-    Without a bound a proxy that never sees DELETE (clients that just disconnect) grows
-    forever; `on_forget` is told of every entry dropped so the ad-hoc run cache can follow.
+    Without a bound a server that never sees DELETE (clients that just disconnect) grows
+    forever; `on_forget` is told of every entry dropped (evicted, expired or popped) so that
+    what hangs off it (an ad-hoc run cache entry, a stdio session's stream) can follow.
     """
 
     def __init__(
         self,
         capacity: int = SESSIONS_MAX,
         idle_s: float = SESSION_IDLE_S,
-        on_forget: Callable[[SessionKey], None] | None = None,
+        on_forget: Callable[[K, V], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._entries: OrderedDict[SessionKey, tuple[RunInfo, float]] = OrderedDict()
+        self._entries: OrderedDict[K, tuple[V, float]] = OrderedDict()
         self.capacity = capacity
         self.idle_s = idle_s
         self._on_forget = on_forget
@@ -51,8 +55,11 @@ class SessionRuns:
     def __contains__(self, key: object) -> bool:
         return key in self._entries
 
-    def get(self, key: SessionKey) -> RunInfo | None:
-        """The session's run, refreshed as recently used; None if unknown or expired."""
+    def values(self) -> list[V]:
+        return [value for value, _seen in self._entries.values()]
+
+    def get(self, key: K) -> V | None:
+        """The session's value, refreshed as recently used; None if unknown or expired."""
         entry = self._entries.get(key)
         if entry is None:
             return None
@@ -64,32 +71,53 @@ class SessionRuns:
         self._entries.move_to_end(key)
         return entry[0]
 
-    def bind(self, key: SessionKey, run: RunInfo) -> RunInfo:
-        """Remember `run` for the session unless it has one already; return the session's run."""
+    def bind(self, key: K, value: V) -> V:
+        """Remember `value` for the session unless it has one already; return the session's."""
         found = self.get(key)
         if found is not None:
             return found
         now = self._clock()
-        self._entries[key] = (run, now)
+        self._entries[key] = (value, now)
         self._expire(now)
-        return run
+        return value
 
-    def pop(self, key: SessionKey) -> RunInfo | None:
+    def pop(self, key: K) -> V | None:
         """Forget the session (its DELETE, or eviction)."""
         entry = self._entries.pop(key, None)
-        if entry is not None and self._on_forget is not None:
-            self._on_forget(key)
-        return entry[0] if entry is not None else None
+        if entry is None:
+            return None
+        if self._on_forget is not None:
+            self._on_forget(key, entry[0])
+        return entry[0]
 
     def _expire(self, now: float) -> None:
         entries = self._entries
         while len(entries) > self.capacity:
             self.pop(next(iter(entries)))
         while entries:  # oldest first: stop at the first one still in use
-            key, (_run, seen) = next(iter(entries.items()))
+            key, (_value, seen) = next(iter(entries.items()))
             if now - seen <= self.idle_s:
                 break
             self.pop(key)
+
+
+SessionRuns = IdleLru[SessionKey, RunInfo]
+
+
+async def named_run(
+    state: ProxyState, headers: RequestHeaders, path_run: str | None
+) -> RunInfo | None:
+    """The run the request names (path, `Tracecard-Run`, baggage); 404 for an unknown id."""
+    explicit = path_run or headers.run_id or baggage_run(headers.baggage)
+    if not explicit:
+        return None
+    runs = state.runtime.runs
+    info = runs.cached(explicit) or await runs.resolve(explicit)
+    if info is None:
+        raise ProxyError(
+            404, f"no run with id {explicit!r}: create one with POST /api/runs", run_id=explicit
+        )
+    return info
 
 
 async def choose_run(
@@ -102,13 +130,8 @@ async def choose_run(
 ) -> RunInfo:
     """The run: path, then `Tracecard-Run`, then baggage, else ad hoc (per session or client)."""
     runs = state.runtime.runs
-    explicit = path_run or headers.run_id or baggage_run(headers.baggage)
-    if explicit:
-        info = runs.cached(explicit) or await runs.resolve(explicit)
-        if info is None:
-            raise ProxyError(
-                404, f"no run with id {explicit!r}: create one with POST /api/runs", run_id=explicit
-            )
+    info = await named_run(state, headers, path_run)
+    if info is not None:
         return info
     if headers.session_id:
         key = (upstream.name, headers.session_id)

@@ -84,8 +84,3 @@ def _parse_block(block: bytes) -> SseEvent | None:
     if not data_lines and event_id is None:
         return None
     return SseEvent(event=event_type, data="\n".join(data_lines), id=event_id)
-
-
-def sse_frame(data: bytes) -> bytes:
-    """One `message` event holding `data` (used only for answers tracecard writes itself)."""
-    return b"event: message\r\ndata: " + data + b"\r\n\r\n"

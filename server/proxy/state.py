@@ -12,6 +12,7 @@ import httpx
 from tracecard.server.proxy.sessions import SessionKey, SessionRuns, session_key
 from tracecard.server.proxy.transport import make_proxy_client
 from tracecard.server.recording.recorder import PendingCall, Recorder
+from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runtime import Runtime
 from tracecard.server.settings import UpstreamSettings
 
@@ -89,7 +90,9 @@ def build_state(runtime: Runtime) -> ProxyState:
     }
     runs = runtime.runs
 
-    def forget(key: SessionKey) -> None:  # the session's ad-hoc run leaves the cache with it
+    def forget(
+        key: SessionKey, _run: RunInfo
+    ) -> None:  # the session's ad-hoc run leaves the cache with it
         runs.forget_adhoc(session_key(*key))
 
     return ProxyState(

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
 from sqlalchemy import select
 
+from tracecard.server.asgi import BAGGAGE_RUN_KEY, header_run
 from tracecard.server.runtime import Runtime
 from tracecard.traces import semconv
 from tracecard.traces.models import SpanRow
@@ -39,8 +40,6 @@ from tracecard.traces.store import SpanDict, Store
 
 log = logging.getLogger(__name__)
 
-RUN_HEADER = "tracecard-run"
-BAGGAGE_RUN_KEY = "tracecard.run"
 ADHOC_PREFIX = "otlp:"
 _RUN_ATTRIBUTES = (semconv.RUN_ID, BAGGAGE_RUN_KEY)
 
@@ -68,25 +67,6 @@ class TraceRunIndex(SpanProcessor):
 
     def get(self, trace_id: str) -> str | None:
         return self._runs.get(trace_id)
-
-
-def baggage_run(value: str) -> str | None:
-    """The run id in a W3C `baggage` header value (`tracecard.run=<id>`), if any."""
-    for member in value.split(","):
-        key, _, rest = member.strip().partition("=")
-        if key.strip() == BAGGAGE_RUN_KEY:
-            run_id = rest.split(";", 1)[0].strip()
-            return run_id or None
-    return None
-
-
-def header_run(headers: Mapping[str, str]) -> str | None:
-    """The run named by the request headers (`Tracecard-Run`, else baggage)."""
-    explicit = headers.get(RUN_HEADER)
-    if explicit:
-        return explicit.strip()
-    baggage = headers.get("baggage")
-    return baggage_run(baggage) if baggage else None
 
 
 def _named_run(span: SpanDict) -> str | None:

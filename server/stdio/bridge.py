@@ -19,25 +19,31 @@ from typing import Any
 import orjson
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from tracecard.server.recording.recorder import Exchange, Recorder
-from tracecard.server.runs.registry import RunInfo
-from tracecard.server.runtime import Runtime
-from tracecard.server.stdio.asgi import (
-    KEEPALIVE_S,
+from tracecard.server.asgi import (
+    CODE_INVALID,
+    CODE_PARSE,
+    CODE_UPSTREAM,
     BodyTooLarge,
+    ClientGone,
     Receive,
     Scope,
     Send,
-    SseStream,
     header_map,
+    jsonrpc_error,
     read_body,
-    send_body,
+    send_bytes,
     send_json,
     wait_disconnect,
 )
-from tracecard.server.stdio.messages import CODE_UPSTREAM, UpstreamError
+from tracecard.server.proxy.forward import client_key
+from tracecard.server.proxy.sessions import IdleLru
+from tracecard.server.recording.recorder import Exchange, Recorder
+from tracecard.server.runs.registry import RunInfo
+from tracecard.server.runtime import Runtime
+from tracecard.server.stdio.messages import UpstreamError
 from tracecard.server.stdio.pool import StdioUpstreams
 from tracecard.server.stdio.process import StdioProcess
+from tracecard.server.stdio.sse import KEEPALIVE_S, SseStream
 from tracecard.traces import semconv
 
 log = logging.getLogger(__name__)
@@ -61,10 +67,8 @@ class Session:
     run: RunInfo
     protocol_version: str
     closed: asyncio.Event
-
-
-def error_reply(request_id: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    adhoc_key: str | None = None  # the ad-hoc run key, when the session named no run
+    stopping: asyncio.Task[None] | None = None  # its per-run processes, once forgotten
 
 
 def _strip_modern_meta(message: dict[str, Any]) -> dict[str, Any]:
@@ -98,12 +102,23 @@ class StdioBridge:
         self.runtime = runtime
         self.recorder = recorder
         self.pool = pool
-        self.sessions: dict[str, Session] = {}
+        # bounded like the proxy's: stateless and careless clients never send DELETE
+        self.sessions: IdleLru[str, Session] = IdleLru(on_forget=self._forget)
+
+    def _forget(self, _session_id: str, session: Session) -> None:
+        """A session left (DELETE, eviction, idle): end its stream, free its ad-hoc run."""
+        session.closed.set()
+        if session.adhoc_key is None:
+            return
+        self.runtime.runs.forget_adhoc(session.adhoc_key)
+        settings = self.runtime.settings.upstreams.get(session.upstream)
+        if settings is not None and settings.per_run and not self.pool.closed:
+            stop = self.pool.stop_run(session.run.id)
+            session.stopping = asyncio.get_running_loop().create_task(stop)
 
     async def close(self) -> None:
         for session in self.sessions.values():
             session.closed.set()
-        self.sessions.clear()
         await self.pool.close()
 
     async def __call__(
@@ -119,16 +134,16 @@ class StdioBridge:
         if method == "GET":
             await self._stream(scope, receive, send, headers)
         elif method == "DELETE":
-            session = self.sessions.pop(headers.get(SESSION_HEADER, ""), None)
-            if session is not None:
-                session.closed.set()
-                if session.run.config_name == "adhoc" and settings.per_run:
-                    await self.pool.stop_run(session.run.id)
-            await send_body(send, 200 if session else 404, content_type=None)
+            session = self.sessions.pop(headers.get(SESSION_HEADER, ""))
+            if session is not None and session.stopping is not None:
+                await session.stopping
+            await send_bytes(send, 200 if session else 404, content_type=None)
         elif method == "POST":
             await self._post(scope, receive, send, headers, upstream, run)
         else:
-            await send_body(send, 405, content_type=None, headers=[("allow", "GET, POST, DELETE")])
+            await send_bytes(
+                send, 405, content_type=None, headers=[(b"allow", b"GET, POST, DELETE")]
+            )
 
     # --- POST -----------------------------------------------------------------------------------
     async def _post(
@@ -143,27 +158,33 @@ class StdioBridge:
         try:
             body = await read_body(receive, self.runtime.settings.max_body_bytes)
         except BodyTooLarge as exc:
-            await send_json(send, 413, {"detail": str(exc)})
+            await send_json(send, 413, {"status_code": 413, "detail": str(exc), "limit": exc.limit})
+            return
+        except ClientGone:
             return
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            exchange = self._exchange(upstream, run or self._adhoc(scope, upstream), headers)
+            exchange = self._exchange(
+                upstream, run or self._adhoc(scope, upstream, headers), headers
+            )
             span = self.recorder.unparsable(body, f"not valid JSON: {exc}", exchange, "parse error")
             span.end()
-            await send_json(send, 400, error_reply(None, -32700, f"Parse error: {exc}"))
+            await send_json(send, 400, jsonrpc_error(None, CODE_PARSE, f"Parse error: {exc}"))
             return
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            await send_json(send, 400, error_reply(None, -32600, "expected one JSON-RPC message"))
+            await send_json(
+                send, 400, jsonrpc_error(None, CODE_INVALID, "expected one JSON-RPC message")
+            )
             return
         if _is_modern(message, headers):
             await self._modern(scope, send, headers, upstream, run, message)
         else:
             await self._legacy(scope, send, headers, upstream, run, message)
 
-    def _adhoc(self, scope: Scope, upstream: str) -> RunInfo:
-        client = scope.get("client") or ("unknown", 0)
-        return self.runtime.runs.adhoc(f"stdio:{upstream}:{client[0]}")
+    def _adhoc(self, scope: Scope, upstream: str, headers: dict[str, str]) -> RunInfo:
+        """A stateless client's ad-hoc run: one per address and User-Agent, as in the proxy."""
+        return self.runtime.runs.adhoc(client_key(scope, headers.get("user-agent", "")))
 
     def _exchange(
         self,
@@ -198,7 +219,7 @@ class StdioBridge:
         except UpstreamError as exc:
             pending = self.recorder.start(message, exchange)
             self.recorder.fail(pending, exc.error_type, str(exc))
-            return error_reply(message.get("id"), CODE_UPSTREAM, str(exc))
+            return jsonrpc_error(message.get("id"), CODE_UPSTREAM, str(exc))
         try:
             return await process.call(message, exchange, self.pool.timeout(upstream), sink)
         except UpstreamError as exc:
@@ -206,7 +227,7 @@ class StdioBridge:
                 asyncio.get_running_loop().create_task(
                     self.pool.recycle(upstream, exchange.run, process)
                 )
-            return error_reply(message.get("id"), CODE_UPSTREAM, str(exc))
+            return jsonrpc_error(message.get("id"), CODE_UPSTREAM, str(exc))
 
     async def _answer_self(
         self, message: dict[str, Any], exchange: Exchange, result: dict[str, Any] | None
@@ -231,10 +252,10 @@ class StdioBridge:
     ) -> None:
         version = headers.get(VERSION_HEADER) or MODERN_VERSION
         exchange = self._exchange(
-            upstream, run or self._adhoc(scope, upstream), headers, None, version
+            upstream, run or self._adhoc(scope, upstream, headers), headers, None, version
         )
         if "id" not in message or "method" not in message:
-            await send_body(send, 202, content_type=None)  # notifications are acknowledged
+            await send_bytes(send, 202, content_type=None)  # notifications are acknowledged
             return
         if message["method"] == "server/discover":
             try:
@@ -242,7 +263,7 @@ class StdioBridge:
             except UpstreamError as exc:
                 pending = self.recorder.start(message, exchange)
                 self.recorder.fail(pending, exc.error_type, str(exc))
-                await send_json(send, 200, error_reply(message["id"], CODE_UPSTREAM, str(exc)))
+                await send_json(send, 200, jsonrpc_error(message["id"], CODE_UPSTREAM, str(exc)))
                 return
             init = process.initialize_result
             discovered: dict[str, Any] = {
@@ -284,9 +305,9 @@ class StdioBridge:
         if session is None or session.upstream != upstream:
             status = 404 if headers.get(SESSION_HEADER) else 400
             detail = "unknown or closed session" if status == 404 else "missing Mcp-Session-Id"
-            await send_json(send, status, error_reply(message.get("id"), -32600, detail))
+            await send_json(send, status, jsonrpc_error(message.get("id"), CODE_INVALID, detail))
             return
-        session_headers = [("mcp-session-id", session.id)]
+        session_headers = [(b"mcp-session-id", session.id.encode())]
         exchange = self._exchange(
             upstream, run or session.run, headers, session.id, session.protocol_version
         )
@@ -297,7 +318,7 @@ class StdioBridge:
                     await slot.process.answer_server(message)
                 except UpstreamError as exc:
                     log.warning("%s", exc)
-            await send_body(send, 202, content_type=None, headers=session_headers)
+            await send_bytes(send, 202, content_type=None, headers=session_headers)
             return
         if "id" not in message:
             if message["method"] == "notifications/initialized":
@@ -308,7 +329,7 @@ class StdioBridge:
                     await process.notify(message, exchange)
                 except UpstreamError as exc:
                     log.warning("%s", exc)
-            await send_body(send, 202, content_type=None, headers=session_headers)
+            await send_bytes(send, 202, content_type=None, headers=session_headers)
             return
         if "text/event-stream" not in headers.get("accept", ""):
             reply = await self._forward(upstream, message, exchange)
@@ -329,34 +350,36 @@ class StdioBridge:
         message: dict[str, Any],
     ) -> None:
         session_id = secrets.token_hex(16)
-        run = run or self.runtime.runs.adhoc(f"mcp-session:{session_id}")
+        adhoc_key = None if run is not None else f"mcp-session:{upstream}:{session_id}"
+        run = run or self.runtime.runs.adhoc(str(adhoc_key))
         exchange = self._exchange(upstream, run, headers, session_id)
         try:
             process = await self._process(upstream, exchange)
         except UpstreamError as exc:
             pending = self.recorder.start(message, exchange)
             self.recorder.fail(pending, exc.error_type, str(exc))
-            await send_json(send, 200, error_reply(message.get("id"), CODE_UPSTREAM, str(exc)))
+            await send_json(send, 200, jsonrpc_error(message.get("id"), CODE_UPSTREAM, str(exc)))
             return
         result = dict(process.initialize_result)
         version = str(result.get("protocolVersion") or "2025-11-25")
         exchange.protocol_version = version
-        self.sessions[session_id] = Session(session_id, upstream, run, version, asyncio.Event())
+        session = Session(session_id, upstream, run, version, asyncio.Event(), adhoc_key)
+        self.sessions.bind(session_id, session)
         reply = await self._answer_self(message, exchange, result)
-        await send_json(send, 200, reply, headers=[("mcp-session-id", session_id)])
+        await send_json(send, 200, reply, headers=[(b"mcp-session-id", session_id.encode())])
 
     async def _stream(
         self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]
     ) -> None:
         """The session's GET stream: server messages that belong to no request."""
         if "text/event-stream" not in headers.get("accept", ""):
-            await send_body(send, 406, content_type=None)
+            await send_bytes(send, 406, content_type=None)
             return
         session = self.sessions.get(headers.get(SESSION_HEADER, ""))
         if session is None:
             await send_json(send, 404, {"detail": "unknown or closed session"})
             return
-        stream = SseStream(send, [("mcp-session-id", session.id)])
+        stream = SseStream(send, [(b"mcp-session-id", session.id.encode())])
         slot = self.pool.slot(session.upstream, session.run)
         slot.listeners.add(stream.event)
         gone = asyncio.ensure_future(wait_disconnect(receive))

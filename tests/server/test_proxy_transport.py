@@ -82,7 +82,12 @@ def _run(name: str) -> RunInfo:
 def test_session_runs_are_bounded_by_count_and_idle_time() -> None:
     now = [0.0]
     forgotten: list[tuple[str, str]] = []
-    runs = SessionRuns(capacity=2, idle_s=10, on_forget=forgotten.append, clock=lambda: now[0])
+    runs = SessionRuns(
+        capacity=2,
+        idle_s=10,
+        on_forget=lambda key, _run: forgotten.append(key),
+        clock=lambda: now[0],
+    )
     runs.bind(("up", "a"), _run("ra"))
     runs.bind(("up", "b"), _run("rb"))
     assert runs.bind(("up", "a"), _run("other")).id == "ra"  # the first binding stays; a is used

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import tracecard.server.proxy
-from tracecard.server.proxy.forward import baggage_run, response_headers, scan_request_headers
+from tracecard.server.asgi import baggage_run
+from tracecard.server.proxy.forward import response_headers, scan_request_headers
 from tracecard.server.proxy.routing import match
 from tracecard.server.proxy.sse import SseParser
 

@@ -314,12 +314,3 @@ def test_public_surface() -> None:
     ]
     for name in tracecard.server.stdio.__all__:
         assert getattr(tracecard.server.stdio, name).__doc__, name
-
-
-def test_baggage_and_header_run() -> None:
-    from tracecard.server.recording.ingest import baggage_run, header_run
-
-    assert baggage_run("a=1, tracecard.run=abc;prop=x") == "abc"
-    assert baggage_run("a=1") is None
-    assert header_run({"tracecard-run": " r1 ", "baggage": "tracecard.run=r2"}) == "r1"
-    assert header_run({"baggage": "tracecard.run=r2"}) == "r2"
