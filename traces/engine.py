@@ -30,10 +30,10 @@ def is_sqlite(url: str) -> bool:
     return normalise_url(url).startswith("sqlite")
 
 
-def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
+def _tune_sqlite(dbapi_connection: Any, _record: Any, busy_timeout_s: float) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
     cursor.execute("PRAGMA foreign_keys=ON")
     # WAL + NORMAL is durable across application crashes, which is what a recorder needs.
     cursor.execute("PRAGMA synchronous=NORMAL")
@@ -42,16 +42,74 @@ def _tune_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def json_text(value: Any) -> str:
-    """JSON columns through orjson (several times faster on the span insert path)."""
+REPLACEMENT = "\ufffd"  # what a NUL or a lone surrogate becomes where the database needs it
+
+
+def clean_text(text: str) -> str:
+    """`text` with NUL and lone surrogates replaced by U+FFFD (PostgreSQL refuses both)."""
+    if "\x00" in text:
+        text = text.replace("\x00", REPLACEMENT)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def clean_value(value: Any) -> Any:
+    """`clean_text` applied to every string (keys too) of a JSON-like value."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_value(k): clean_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_value(v) for v in value]
+    return value
+
+
+def json_text(value: Any, clean: bool = False) -> str:
+    """JSON columns through orjson (several times faster on the span insert path). With `clean`
+    (PostgreSQL), NUL and lone surrogates are replaced: `json` stores `\\u0000` but then
+    cannot read it back as text."""
     try:
-        return orjson.dumps(value, default=str).decode()
-    except TypeError:  # e.g. an integer beyond 64 bits: the standard library copes
-        return json.dumps(value, default=str)
+        encoded = orjson.dumps(value, default=str)
+    except TypeError:  # a lone surrogate, or an integer beyond 64 bits
+        cleaned = clean_value(value)
+        try:
+            return orjson.dumps(cleaned, default=str).decode()
+        except TypeError:  # the integer: the standard library copes
+            return json.dumps(cleaned, default=str)
+    if clean and b"\\u0000" in encoded:
+        encoded = orjson.dumps(clean_value(value), default=str)
+    return encoded.decode()
 
 
-def make_engine(url: str) -> Engine:
-    """Create an engine for `url`; for SQLite the parent folder is created."""
+def _pg_json_text(value: Any) -> str:
+    return json_text(value, clean=True)
+
+
+def _clean_parameters(parameters: Any) -> Any:
+    if isinstance(parameters, str):
+        return clean_text(parameters) if "\x00" in parameters else parameters
+    if isinstance(parameters, dict):
+        return {k: _clean_parameters(v) for k, v in parameters.items()}
+    if isinstance(parameters, list | tuple):
+        return type(parameters)(_clean_parameters(v) for v in parameters)
+    return parameters
+
+
+def _strip_nul(
+    _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool
+) -> tuple[str, Any]:
+    """Every text parameter sent to PostgreSQL, NUL replaced (`text` cannot hold one)."""
+    return statement, _clean_parameters(parameters)
+
+
+def make_engine(url: str, busy_timeout_s: float = 10.0) -> Engine:
+    """Create an engine for `url`; for SQLite the parent folder is created. A write that meets
+    a lock held longer than `busy_timeout_s` fails with `database is locked` (and is retried
+    by the span writes, see `tracecard.traces.writes`)."""
     url = normalise_url(url)
     if url.startswith("sqlite"):
         path = url.split("///", 1)[1] if "///" in url else ""
@@ -59,11 +117,15 @@ def make_engine(url: str) -> Engine:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
             url,
-            connect_args={"check_same_thread": False, "timeout": 10},
+            connect_args={"check_same_thread": False, "timeout": busy_timeout_s},
             json_serializer=json_text,
         )
-        event.listen(engine, "connect", _tune_sqlite)
+        event.listen(
+            engine, "connect", lambda conn, record: _tune_sqlite(conn, record, busy_timeout_s)
+        )
         return engine
-    return create_engine(
-        url, pool_pre_ping=True, pool_size=5, max_overflow=10, json_serializer=json_text
+    engine = create_engine(
+        url, pool_pre_ping=True, pool_size=5, max_overflow=10, json_serializer=_pg_json_text
     )
+    event.listen(engine, "before_cursor_execute", _strip_nul, retval=True)
+    return engine

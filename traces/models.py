@@ -10,13 +10,51 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Dialect,
+    Index,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
 from sqlmodel import Field, SQLModel
+
+U64 = 1 << 64
+_I64_MAX = (1 << 63) - 1
 
 
 def utcnow() -> datetime:
     """The current time, timezone-aware UTC."""
     return datetime.now(UTC)
+
+
+def nanos_to_db(value: int) -> int:
+    """An OTLP time (unsigned 64-bit) as the signed 64-bit integer both databases store: values
+    at or above 2^63 wrap to negative (two's complement), which no real time is."""
+    if not 0 <= value < U64:
+        raise ValueError(f"{value} is not an unsigned 64-bit time in nanoseconds")
+    return value - U64 if value > _I64_MAX else value
+
+
+def nanos_from_db(value: int) -> int:
+    return value + U64 if value < 0 else value
+
+
+class UnixNanos(TypeDecorator[int]):
+    """A BIGINT holding an unsigned 64-bit time without loss (see `nanos_to_db`). SQL ordering
+    puts the (year 2262+) wrapped values first; Python-side sorts see the true values."""
+
+    impl = BigInteger
+    cache_ok = True
+
+    def process_bind_param(self, value: int | None, dialect: Dialect) -> int | None:
+        return None if value is None else nanos_to_db(int(value))
+
+    def process_result_value(self, value: int | None, dialect: Dialect) -> int | None:
+        return None if value is None else nanos_from_db(int(value))
 
 
 class RunRow(SQLModel, table=True):
@@ -70,8 +108,8 @@ class SpanRow(SQLModel, table=True):
     run_id: str | None = Field(default=None, max_length=32)
     name: str
     kind: int = 0
-    start_ns: int = Field(sa_column=Column(BigInteger, nullable=False))
-    end_ns: int | None = Field(default=None, sa_column=Column(BigInteger))
+    start_ns: int = Field(sa_column=Column(UnixNanos, nullable=False))
+    end_ns: int | None = Field(default=None, sa_column=Column(UnixNanos))
     status_code: int = 0
     status_message: str | None = None
     tool_name: str | None = None

@@ -7,21 +7,22 @@ thread, and the async server calls it through a worker thread, never on the prox
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
 from sqlalchemy import Engine, RowMapping, bindparam, delete, func, select, update
 from sqlmodel import Session, SQLModel
 
 from tracecard.traces import semconv
-from tracecard.traces.engine import is_sqlite, make_engine, normalise_url
-from tracecard.traces.models import RunRow, ScoreRow, SpanRow
+from tracecard.traces.engine import is_sqlite, json_text, make_engine, normalise_url
+from tracecard.traces.models import RunRow, ScoreRow, SpanRow, nanos_to_db
+from tracecard.traces.writes import SpanDict as SpanDict
+from tracecard.traces.writes import WriteHealth, write_spans
 
-SpanDict = dict[str, Any]
+BUSY_WAIT_S = 30.0  # how long a caller that did not say waits for a locked database
 
 
 def span_row_to_dict(row: SpanRow) -> SpanDict:
@@ -82,17 +83,11 @@ _SPAN_COLUMNS = (
 )
 
 
-def _json(value: Any) -> str:
-    try:
-        return orjson.dumps(value, default=str).decode()
-    except TypeError:  # an integer beyond 64 bits: the standard library copes
-        return json.dumps(value, default=str)
-
-
 def _span_columns(span: SpanDict) -> tuple[Any, ...]:
     """Column values in `_SPAN_COLUMNS` order."""
     attributes: dict[str, Any] = span.get("attributes") or {}
     status = span.get("status") or {}
+    end = span.get("end_time_unix_nano")
     tool = attributes.get(semconv.GEN_AI_TOOL_NAME)
     error_type = attributes.get(semconv.ERROR_TYPE)
     role = attributes.get(semconv.ROLE)
@@ -103,8 +98,8 @@ def _span_columns(span: SpanDict) -> tuple[Any, ...]:
         span.get("run_id") or attributes.get(semconv.RUN_ID),
         span.get("name") or "",
         int(span.get("kind") or 0),
-        int(span.get("start_time_unix_nano") or 0),
-        span.get("end_time_unix_nano"),
+        nanos_to_db(int(span.get("start_time_unix_nano") or 0)),
+        nanos_to_db(int(end)) if end is not None else None,
         int(status.get("code") or 0),
         status.get("message"),
         str(tool) if tool is not None else None,
@@ -117,9 +112,10 @@ def _span_columns(span: SpanDict) -> tuple[Any, ...]:
     )
 
 
-def _span_rows(spans: Iterable[SpanDict]) -> list[tuple[Any, ...]]:
+def _span_rows(spans: Iterable[SpanDict], clean: bool) -> list[tuple[Any, ...]]:
     """Driver parameters for spans, the JSON columns encoded by orjson (the hot path). Spans of
-    one OTLP request share one resource object: it is encoded once, not once per span."""
+    one OTLP request share one resource object: it is encoded once, not once per span. Times
+    are in their stored (signed) form: the driver path skips the column types."""
     resources: dict[int, tuple[Any, str]] = {}
     rows = []
     for span in spans:
@@ -127,25 +123,31 @@ def _span_rows(spans: Iterable[SpanDict]) -> list[tuple[Any, ...]]:
         resource = values[15]
         cached = resources.get(id(resource))
         if cached is None or cached[0] is not resource:
-            cached = resources[id(resource)] = (resource, _json(resource))
-        events = _json(values[14]) if values[14] else "[]"
-        rows.append((*values[:13], _json(values[13]), events, cached[1], values[16]))
+            cached = resources[id(resource)] = (resource, json_text(resource, clean))
+        events = json_text(values[14], clean) if values[14] else "[]"
+        rows.append((*values[:13], json_text(values[13], clean), events, cached[1], values[16]))
     return rows
 
 
 def span_values(span: SpanDict) -> dict[str, Any]:
     """Column values for a span dict in the API shape (the inverse of `span_row_to_dict`)."""
-    return dict(zip(_SPAN_COLUMNS, _span_columns(span), strict=True))
+    values = dict(zip(_SPAN_COLUMNS, _span_columns(span), strict=True))
+    values["start_ns"] = span.get("start_time_unix_nano") or 0  # the column type converts
+    values["end_ns"] = span.get("end_time_unix_nano")
+    return values
 
 
 class Store:
     """Owns the engine. On SQLite all writes go through one lock: one writer at a time."""
 
-    def __init__(self, url: str, engine: Engine | None = None) -> None:
+    def __init__(
+        self, url: str, engine: Engine | None = None, busy_timeout_s: float = 10.0
+    ) -> None:
         self.url = normalise_url(url)
-        self.engine = engine or make_engine(self.url)
+        self.engine = engine or make_engine(self.url, busy_timeout_s)
         self._sqlite = is_sqlite(self.url)
         self._write_lock = threading.Lock()
+        self.health = WriteHealth()
 
     # --- lifecycle ------------------------------------------------------------------------------
     def create_schema(self) -> None:
@@ -175,15 +177,28 @@ class Store:
                 session.commit()
 
     # --- spans ----------------------------------------------------------------------------------
-    def insert_spans(self, spans: Iterable[SpanDict]) -> int:
+    def insert_spans(
+        self, spans: Iterable[SpanDict], keep_trying: Callable[[], bool] | None = None
+    ) -> int:
         """Insert spans in one transaction; a span id already stored is left as it is.
 
-        One driver-level executemany with JSON encoded by orjson: the span exporter and OTLP
+        A locked or unreachable database is retried while `keep_trying()` (default: for
+        `BUSY_WAIT_S`), then `DatabaseBusy` is raised; a batch that fails on its content is
+        written row by row, a bad row in its readable form (see `tracecard.traces.writes`).
+        Returns how many spans were written (or were already there)."""
+        batch = list(spans)
+        if not batch:
+            return 0
+        if keep_trying is None:
+            deadline = time.monotonic() + BUSY_WAIT_S
+            keep_trying = lambda: time.monotonic() < deadline  # noqa: E731
+        return write_spans(self._insert_batch, batch, self.health, keep_trying)
+
+    def _insert_batch(self, spans: list[SpanDict]) -> None:
+        """One driver-level executemany with JSON encoded by orjson: the span exporter and OTLP
         ingest call this with thousands of spans, where SQLAlchemy's per-row processing costs
         more than SQLite itself."""
-        rows = _span_rows(spans)
-        if not rows:
-            return 0
+        rows = _span_rows(spans, clean=not self._sqlite)
         marks = ", ".join(["?" if self._sqlite else "%s"] * len(_SPAN_COLUMNS))
         verb = "INSERT OR IGNORE INTO" if self._sqlite else "INSERT INTO"
         tail = "" if self._sqlite else " ON CONFLICT (span_id) DO NOTHING"
@@ -191,7 +206,6 @@ class Store:
         with self._write_lock if self._sqlite else contextlib.nullcontext():
             with self.engine.begin() as connection:
                 connection.exec_driver_sql(sql, rows)
-        return len(rows)
 
     def replace_span_events(self, span_id: str, events: list[dict[str, Any]]) -> None:
         with self.writing() as session:
