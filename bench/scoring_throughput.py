@@ -21,7 +21,7 @@ import orjson
 
 from tracecard.server.evaluation.service import (
     create_experiment,
-    experiment_runs,
+    experiment_with_runs,
     rescore,
     store_suite,
 )
@@ -161,7 +161,7 @@ def main() -> None:
             .values(status="finished", final_answer="done")
         )
     load_s = time.perf_counter() - t0
-    _, runs = experiment_runs(store, experiment.id)
+    _, runs = experiment_with_runs(store, experiment.id)
     t0 = time.perf_counter()
     results = rescore(store, runs)
     elapsed = time.perf_counter() - t0

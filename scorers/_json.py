@@ -20,8 +20,6 @@ __all__ = [
     "parse_json_text",
 ]
 
-_MISSING = object()
-
 
 def canonical_json(value: Any) -> str:
     """Compact, key-sorted JSON text of `value` (the identity used for hashing and dedup)."""

@@ -70,6 +70,12 @@ def _classify(a: float | None, b: float | None, in_both: bool) -> TaskClass:
     return "both_pass" if a >= 0.5 else "both_fail"
 
 
+def _display_order(row: TaskComparison) -> tuple[int, float, str]:
+    # The one order every reader shows: by class (CLASS_ORDER), the largest regression first
+    # within a class, then by task id.
+    return (CLASS_ORDER.index(row.cls), row.difference or 0.0, row.task_id)
+
+
 def compare_experiments(
     a: Scorecard,
     b: Scorecard,
@@ -79,7 +85,10 @@ def compare_experiments(
     seed: int = DEFAULT_SEED,
     min_tasks: int = 5,
 ) -> Comparison:
-    """Compare B against A on `component`; "improved" means B passes more often than A."""
+    """Compare B against A on `component`; "improved" means B passes more often than A.
+
+    Tasks come in display order: regressions first (largest first), then improvements, missing,
+    both-fail, both-pass and not-evaluated tasks, each class by task id after the difference."""
     if a.suite.name != b.suite.name or a.suite.version != b.suite.version:
         raise ComparisonError(
             f"experiments ran different suites: A {a.suite.name}@{a.suite.version[:12]}, "
@@ -100,6 +109,7 @@ def compare_experiments(
         rows.append(TaskComparison(task.task_id, rate_a, rate_b, diff, cls))
     only_b = sorted(set(rates_b) - {task.task_id for task in a.tasks})
     rows.extend(TaskComparison(t, None, rates_b[t], None, "missing") for t in only_b)
+    rows.sort(key=_display_order)
     differences = [r.difference for r in rows if r.difference is not None]
     interval = bootstrap_mean(differences, resamples=resamples, seed=seed)
     verdict: VerdictText = "undecided"

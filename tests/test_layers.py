@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,31 @@ def test_public_surface_resolves(package: str) -> None:
     assert names, f"{package}/__init__.py must name its public surface in __all__"
     for name in names:
         assert getattr(module, name) is not None, f"{package}.{name} is in __all__ but missing"
+
+
+def test_importing_the_scorers_loads_no_storage_sdk_or_codec() -> None:
+    """The pure layer stays light: `traces/__init__` is lazy, so the scorers' use of
+    `tracecard.traces.semconv` pulls in no SQLAlchemy, SQLModel, OTel SDK or protobuf."""
+    heavy = ("sqlalchemy", "sqlmodel", "opentelemetry.sdk", "opentelemetry.proto", "google")
+    code = (
+        "import sys, tracecard.scorers\n"
+        f"heavy = {heavy!r}\n"
+        "print(sorted({m for m in sys.modules for h in heavy if m == h or m.startswith(h + '.')}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.strip() == "[]", done.stdout
+    # The lazy surface still answers.
+    from tracecard import traces
+
+    assert traces.Store.__name__ == "Store"
+
+
+def test_server_imports_the_viewer_only_to_mount_it() -> None:
+    offenders = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "server").rglob("*.py")
+        if "tracecard.viewer" in _imports(path) and path != ROOT / "server" / "app.py"
+    )
+    assert offenders == []

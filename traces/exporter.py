@@ -29,10 +29,6 @@ _KIND = {
 _STATUS = {StatusCode.UNSET: 0, StatusCode.OK: 1, StatusCode.ERROR: 2}
 
 
-def _plain(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
-
-
 def _plain_attributes(attributes: Any) -> dict[str, Any]:
     """Attributes as a plain dict; tuples (the SDK's arrays) become lists, for JSON."""
     if not attributes:

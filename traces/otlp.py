@@ -17,8 +17,6 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracecard.traces.store import SpanDict
 
-OTLP_JSON_SCHEMA = "otlp-json/1"  # the format of our export; OTLP itself is versioned by proto
-
 
 def any_value(value: Any) -> dict[str, Any]:
     """A Python value as an OTLP AnyValue."""

@@ -32,10 +32,13 @@ __all__ = [
     "experiment_counts",
     "experiment_runs",
     "filter_choices",
+    "find_suite",
     "get_experiment",
     "get_suite",
     "list_experiments",
     "list_runs",
+    "list_suites",
+    "run_id_of_trace",
     "runs_by_id",
     "trace_outline",
 ]
@@ -193,6 +196,45 @@ def get_suite(store: Store, version: str) -> SuiteRow | None:
     """One stored suite document by its version (content hash)."""
     with store.session() as session:
         return session.get(SuiteRow, version)
+
+
+def find_suite(store: Store, ref: str) -> SuiteRow | None:
+    """A stored suite by exact version, else by name (its latest version), else by a version
+    prefix of at least 8 characters."""
+    suites: Any = SuiteRow
+    with store.session() as session:
+        row = session.get(SuiteRow, ref)
+        if row is None:
+            by_name = select(SuiteRow).where(suites.name == ref)
+            row = session.scalars(by_name.order_by(suites.created_at.desc())).first()
+        if row is None and len(ref) >= 8:
+            by_prefix = select(SuiteRow).where(suites.version.startswith(ref))
+            row = session.scalars(by_prefix).first()
+    return row
+
+
+def list_suites(store: Store) -> list[SuiteRow]:
+    """Every stored suite document, newest first."""
+    suites: Any = SuiteRow
+    with store.session() as session:
+        return list(session.scalars(select(SuiteRow).order_by(suites.created_at.desc())))
+
+
+def run_id_of_trace(store: Store, trace_id: str) -> str | None:
+    """The run a trace belongs to: the run whose trace it is, else the run named by any stored
+    span of that trace."""
+    run = store.run_for_trace(trace_id)
+    if run is not None:
+        return run.id
+    spans: Any = SpanRow
+    query = (
+        select(spans.run_id)
+        .where(spans.trace_id == trace_id, spans.run_id.is_not(None))
+        .limit(1)
+    )
+    with store.session() as session:
+        found = session.scalars(query).first()
+    return str(found) if found is not None else None
 
 
 def experiment_runs(

@@ -207,13 +207,6 @@ class Store:
             with self.engine.begin() as connection:
                 connection.exec_driver_sql(sql, rows)
 
-    def replace_span_events(self, span_id: str, events: list[dict[str, Any]]) -> None:
-        with self.writing() as session:
-            row = session.get(SpanRow, span_id)
-            if row is not None:
-                row.events = events
-                session.add(row)
-
     def spans_for_run(self, run_id: str) -> list[SpanDict]:
         """All spans of a run (by run id, or by the run's trace id), in start-time order."""
         with self.session() as session:

@@ -16,7 +16,7 @@ from tracecard.server.evaluation.hooks import tasks_of
 from tracecard.server.evaluation.service import (
     compare,
     create_experiment,
-    experiment_runs,
+    experiment_with_runs,
     find_suite,
     list_suites,
     rescore,
@@ -26,8 +26,6 @@ from tracecard.server.evaluation.service import (
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunError, get_run, run_view
 from tracecard.traces.verdicts import add_verdict
-
-COMPONENT_NAMES = ("invocation", "completion", "outcome", "safety", "efficiency", "composite")
 
 
 class ExperimentCreate(BaseModel):
@@ -114,7 +112,7 @@ class ExperimentController(Controller):
     @get("/{experiment_id:str}", summary="An experiment and its runs")
     async def read(self, state: State, experiment_id: str) -> dict[str, Any]:
         runtime = runtime_of(state)
-        experiment, runs = await _thread(experiment_runs, runtime.store, experiment_id)
+        experiment, runs = await _thread(experiment_with_runs, runtime.store, experiment_id)
         return {
             "id": experiment.id,
             "suite": experiment.suite_name,

@@ -22,7 +22,12 @@ from tracecard.scorers import (
     to_markdown,
 )
 from tracecard.server.api.evaluation import comparison_view
-from tracecard.server.evaluation.service import compare, experiment_runs, rescore, scorecard_for
+from tracecard.server.evaluation.service import (
+    compare,
+    experiment_with_runs,
+    rescore,
+    scorecard_for,
+)
 from tracecard.server.orchestration.summary import comparison_table, verdict_line
 from tracecard.server.runs.service import RunError
 from tracecard.server.settings import load_settings
@@ -56,7 +61,7 @@ def _suite_check(args: argparse.Namespace) -> int:
 
 def _score(args: argparse.Namespace) -> int:
     store = _store(args)
-    _experiment, runs = experiment_runs(store, args.experiment)
+    _experiment, runs = experiment_with_runs(store, args.experiment)
     console = Console(stderr=True)
     with Progress(
         TextColumn("rescoring"),
@@ -77,10 +82,6 @@ def _compare(args: argparse.Namespace) -> int:
     Console().print(comparison_table(view, args.a, args.b))
     print(verdict_line(view, args.a, args.b))
     return 0
-
-
-def _num(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}"
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlmodel import col, select
 
 from tracecard.scorers import (
     Comparison,
@@ -28,12 +27,13 @@ from tracecard.scorers import (
     score_run,
     suite_version,
 )
+from tracecard.scorers.stored import scorecard_of
 from tracecard.server.runs.service import RunError, new_run_row
 from tracecard.server.settings import Settings
-from tracecard.traces import semconv
+from tracecard.traces import queries, semconv
+from tracecard.traces.experiments import stored_experiment
 from tracecard.traces.models import ExperimentRow, RunRow, SuiteRow
 from tracecard.traces.store import Store
-from tracecard.viewer.scorecards import experiment_card
 
 SCORABLE = ("finished", "errored", "timed_out", "aborted")
 
@@ -47,8 +47,7 @@ def store_suite(store: Store, text: str, fmt: str, source: str) -> tuple[Suite, 
     except SuiteError as exc:
         raise RunError(str(exc), 422) from exc
     version = suite_version(suite)
-    with store.session() as session:
-        existing = session.get(SuiteRow, version)
+    existing = queries.get_suite(store, version)
     if existing is not None:
         return suite, existing
     row = SuiteRow(version=version, name=suite.name, document=suite.model_dump(mode="json"))
@@ -62,22 +61,13 @@ def _suite_from_row(row: SuiteRow) -> Suite:
 
 def find_suite(store: Store, ref: str) -> tuple[Suite, SuiteRow]:
     """A suite by exact version, version prefix (>= 8 chars) or name (its latest version)."""
-    with store.session() as session:
-        row = session.get(SuiteRow, ref)
-        if row is None:
-            by_name = select(SuiteRow).where(SuiteRow.name == ref)
-            row = session.exec(by_name.order_by(col(SuiteRow.created_at).desc())).first()
-        if row is None and len(ref) >= 8:
-            by_prefix = select(SuiteRow).where(col(SuiteRow.version).startswith(ref))
-            row = session.exec(by_prefix).first()
+    row = queries.find_suite(store, ref)
     if row is None:
         raise RunError(f"no suite named or versioned {ref!r}; POST it to /api/suites first", 404)
     return _suite_from_row(row), row
 
 
 def list_suites(store: Store) -> list[dict[str, Any]]:
-    with store.session() as session:
-        rows = session.exec(select(SuiteRow).order_by(col(SuiteRow.created_at).desc())).all()
     return [
         {
             "name": r.name,
@@ -85,7 +75,7 @@ def list_suites(store: Store) -> list[dict[str, Any]]:
             "tasks": len(r.document.get("tasks", [])),
             "created_at": r.created_at.isoformat(),
         }
-        for r in rows
+        for r in queries.list_suites(store)
     ]
 
 
@@ -145,10 +135,7 @@ def new_task_run(
     """A run row for `POST /api/runs`, checked against its suite and experiment."""
     suite_name = suite_version_ = None
     if experiment_id is not None:
-        with store.session() as session:
-            experiment = session.get(ExperimentRow, experiment_id)
-        if experiment is None:
-            raise RunError(f"no experiment with id {experiment_id!r}", 404)
+        experiment = _experiment(store, experiment_id)
         suite_ref = experiment.suite_version
         config = {"name": experiment.config_name, **experiment.config, **config}
     if suite_ref is not None:
@@ -177,8 +164,7 @@ def task_of(store: Store, run: RunRow) -> Task | None:
     """The task a run was a trial of, or None for runs outside any suite."""
     if run.suite_version is None or run.task_id is None:
         return None
-    with store.session() as session:
-        row = session.get(SuiteRow, run.suite_version)
+    row = queries.get_suite(store, run.suite_version)
     if row is None:
         raise RunError(
             f"run {run.id} was a trial of suite {run.suite_name!r} version "
@@ -266,24 +252,23 @@ def rescore(
     return results
 
 
-def experiment_runs(store: Store, experiment_id: str) -> tuple[ExperimentRow, list[RunRow]]:
-    with store.session() as session:
-        experiment = session.get(ExperimentRow, experiment_id)
-        if experiment is None:
-            raise RunError(f"no experiment with id {experiment_id!r}", 404)
-        query = select(RunRow).where(RunRow.experiment_id == experiment_id)
-        runs = list(session.exec(query.order_by(col(RunRow.task_id), col(RunRow.trial))).all())
-    return experiment, runs
+def _experiment(store: Store, experiment_id: str) -> ExperimentRow:
+    experiment = queries.get_experiment(store, experiment_id)
+    if experiment is None:
+        raise RunError(f"no experiment with id {experiment_id!r}", 404)
+    return experiment
+
+
+def experiment_with_runs(store: Store, experiment_id: str) -> tuple[ExperimentRow, list[RunRow]]:
+    """An experiment and its runs by task and trial; a RunError (404) when it is unknown."""
+    experiment = _experiment(store, experiment_id)
+    return experiment, queries.experiment_runs(store, experiment_id)
 
 
 def scorecard_for(store: Store, experiment_id: str) -> Scorecard:
     """The experiment's scorecard from stored scores and people's verdicts — the same one the
-    viewer shows (built by `tracecard.viewer.scorecards`)."""
-    with store.session() as session:
-        experiment = session.get(ExperimentRow, experiment_id)
-    if experiment is None:
-        raise RunError(f"no experiment with id {experiment_id!r}", 404)
-    return experiment_card(store, experiment).scorecard
+    viewer shows."""
+    return scorecard_of(stored_experiment(store, _experiment(store, experiment_id)))
 
 
 def compare(store: Store, a: str, b: str, component: str = "outcome") -> Comparison:

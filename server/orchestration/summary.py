@@ -19,7 +19,6 @@ from rich.progress import (
 from rich.table import Table
 
 from tracecard.client import RunHandle
-from tracecard.scorers.compare import CLASS_ORDER
 from tracecard.server.orchestration.orchestrator import RunOutcome
 
 __all__ = ["RunProgress", "comparison_table", "failures_table", "scorecard_table", "status_line"]
@@ -140,8 +139,7 @@ def failures_table(outcomes: Sequence[RunOutcome], limit: int = 20) -> Table | N
 
 
 def comparison_table(result: dict[str, Any], name_a: str, name_b: str) -> Table:
-    """Per-task paired classes of B against A, regressions first."""
-    order = {name: rank for rank, name in enumerate(CLASS_ORDER)}
+    """Per-task paired classes of B against A, in the comparison's order (regressions first)."""
     table = Table(title=f"{result['component']}: {name_b} (B) against {name_a} (A)")
     for column in ("task", "A", "B", "B − A", "class"):
         table.add_column(column, justify="left" if column in ("task", "class") else "right")
@@ -149,7 +147,7 @@ def comparison_table(result: dict[str, Any], name_a: str, name_b: str) -> Table:
     def num(value: float | None, signed: bool = False) -> str:
         return "–" if value is None else (f"{value:+.2f}" if signed else f"{value:.2f}")
 
-    for task in sorted(result["tasks"], key=lambda t: (order.get(t["class"], 9), t["task_id"])):
+    for task in result["tasks"]:
         table.add_row(
             task["task_id"],
             num(task["a"]),

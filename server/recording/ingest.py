@@ -21,12 +21,10 @@ from litestar.datastructures import State
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
-from sqlalchemy import select
 
 from tracecard.server.asgi import BAGGAGE_RUN_KEY, header_run
 from tracecard.server.runtime import Runtime
-from tracecard.traces import semconv
-from tracecard.traces.models import SpanRow
+from tracecard.traces import queries, semconv
 from tracecard.traces.otlp_ingest import (
     JSON,
     PROTOBUF,
@@ -79,20 +77,9 @@ def _named_run(span: SpanDict) -> str | None:
 
 
 def _run_of_trace_in_db(store: Store, trace_id: str) -> str | None:
-    run = store.run_for_trace(trace_id)
-    if run is not None:
-        return run.id
-    table = SpanRow.__table__  # type: ignore[attr-defined]
-    query = (
-        select(table.c.run_id)
-        .where(table.c.trace_id == trace_id)
-        .where(table.c.run_id.is_not(None))
-        .limit(1)
-    )
-    with store.session() as session:
-        found = session.execute(query).scalar()
+    found = queries.run_id_of_trace(store, trace_id)
     if found is not None:
-        return str(found)
+        return found
     adhoc = store.adhoc_run(ADHOC_PREFIX + trace_id)
     return adhoc.id if adhoc is not None else None
 

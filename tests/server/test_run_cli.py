@@ -20,7 +20,7 @@ from tests.server.test_orchestrator import FAULT_AGENT, alive, recorded_pids
 from tests.support.tracecard import running_tracecard
 from tracecard.server.cli.demo import preloaded_helpdesk
 from tracecard.server.cli.main import main
-from tracecard.server.evaluation.service import experiment_runs
+from tracecard.server.evaluation.service import experiment_with_runs
 from tracecard.server.settings import Settings
 from tracecard.traces.models import ExperimentRow
 from tracecard.traces.store import Store
@@ -70,7 +70,7 @@ def only_experiment(db: Path) -> tuple[ExperimentRow, list]:  # type: ignore[typ
             from sqlmodel import select
 
             (experiment,) = session.exec(select(ExperimentRow)).all()
-        return experiment_runs(store, experiment.id)
+        return experiment_with_runs(store, experiment.id)
     finally:
         store.dispose()
 

@@ -9,13 +9,13 @@ from litestar.datastructures import State
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import Parameter
 
-from tracecard.scorers.compare import ComparisonError
+from tracecard.scorers.compare import ComparisonError, compare_experiments
 from tracecard.traces import queries
 from tracecard.traces.store import Store
 from tracecard.viewer.compare_runs import COMPONENT_ORDER, compare_runs
 from tracecard.viewer.rendering import page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
-from tracecard.viewer.scorecards import compare, experiment_card
+from tracecard.viewer.scorecards import experiment_card
 
 MAX_TRIALS: Final = 12
 RUN_IDS: Final = Parameter(query="run", default=None)
@@ -56,7 +56,9 @@ def _compare_experiments_html(store: Store, a: str | None, b: str | None, compon
         card_a, card_b = experiment_card(store, side_a), experiment_card(store, side_b)
         context.update(side_a=side_a, side_b=side_b)
         try:
-            context["comparison"] = compare(card_a, card_b, component)
+            context["comparison"] = compare_experiments(
+                card_a.scorecard, card_b.scorecard, component
+            )
         except ComparisonError as exc:
             context["problem"] = str(exc)
     return render_html("compare_experiments.html", **context)
