@@ -25,6 +25,7 @@ from tracecard.server.runs.registry import RunRegistry
 from tracecard.server.settings import Settings
 from tracecard.traces import semconv
 from tracecard.traces.exporter import SqlSpanExporter
+from tracecard.traces.secrets import database_secret, derive_key
 from tracecard.traces.store import Store
 
 if TYPE_CHECKING:
@@ -54,6 +55,10 @@ class Runtime:
     stdio: StdioBridge | None = None
     otlp_ingest: Ingest | None = None
     tasks: TaskCache | None = None
+    # Derived from the database's secret (`tracecard.traces.secrets`), shared by its replicas:
+    # the credential of the server's own probe traffic, and the key of redaction fingerprints.
+    verifier_key: str = ""
+    fingerprint_key: bytes = b""
 
     @property
     def span_sink(self) -> Any:
@@ -115,6 +120,7 @@ async def open_runtime(settings: Settings, store: Store | None = None) -> AsyncI
         if own_store:
             stack.callback(store.dispose)
         await anyio.to_thread.run_sync(store.create_schema)
+        secret = await anyio.to_thread.run_sync(database_secret, store)
         provider, processor = make_tracer_provider(store, settings)
         stack.callback(provider.shutdown)  # flushes the batch processor: every span is stored
         http = make_http_client(settings)
@@ -128,6 +134,8 @@ async def open_runtime(settings: Settings, store: Store | None = None) -> AsyncI
             resource=provider.resource,
             http=http,
             runs=RunRegistry(store),
+            verifier_key=derive_key(secret, "verifier").hex(),
+            fingerprint_key=derive_key(secret, "fingerprint"),
         )
         stack.push_async_callback(runtime.runs.drain)
         yield runtime

@@ -184,3 +184,16 @@ class VerdictRow(SQLModel, table=True):
     note: str | None = Field(default=None, sa_column=Column(Text))
     author: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class SecretRow(SQLModel, table=True):
+    """A random key created once per database (fingerprint redaction, the verifier's role).
+
+    Never copied into spans or exports; every tracecard process on one database shares it.
+    """
+
+    __tablename__ = "secrets"
+
+    name: str = Field(primary_key=True, max_length=64)
+    value: str = Field(max_length=128)  # hex
+    created_at: datetime = Field(default_factory=utcnow)

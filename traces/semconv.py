@@ -44,6 +44,9 @@ UPSTREAM: Final = "tracecard.upstream"
 ROLE: Final = "tracecard.role"  # ROLE_AGENT | ROLE_VERIFIER
 ROLE_AGENT: Final = "agent"
 ROLE_VERIFIER: Final = "verifier"
+# A `Tracecard-Role` header the client sent (ignored for scoring: only the server's own probe
+# traffic, which presents the database's verifier key, is `verifier`); its value, cut short.
+ROLE_HEADER: Final = "tracecard.role.header"
 TRUNCATED: Final = "tracecard.truncated"  # bool: some payload attribute was cut
 REQUEST_BODY: Final = (
     "tracecard.request.body"  # raw request text when not JSON-RPC

@@ -18,14 +18,13 @@ from tracecard.scorers import ComponentScore, RunFacts, Task, check_call, score_
 from tracecard.server.evaluation.probes import ProbeContext, run_probes
 from tracecard.server.evaluation.service import evaluation_events, new_task_run, score_rows, task_of
 from tracecard.server.hooks import Enforcer
+from tracecard.server.recording.recorder import VERIFIER_HEADER
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunCreate
 from tracecard.server.runtime import Runtime
 from tracecard.traces.models import RunRow
 
 log = logging.getLogger(__name__)
-
-VERIFIER_HEADER = "Tracecard-Role"
 
 
 @dataclass(frozen=True)
@@ -112,10 +111,12 @@ def make_enforcer(runtime: Runtime) -> Enforcer:
 async def _call_tool_through_proxy(
     runtime: Runtime, run_id: str, upstream: str, tool: str, arguments: dict[str, Any]
 ) -> dict[str, Any]:
-    """A probe's tool call: through tracecard's own proxy, so per-run upstreams are reached and
-    the proxy marks the traffic as the verifier's."""
+    """A probe's tool call: through tracecard's own proxy, so per-run upstreams are reached.
+
+    It presents the database's verifier key (`Tracecard-Verifier`, never forwarded upstream),
+    which no agent has: only this traffic is recorded with `tracecard.role = verifier`."""
     url = f"{runtime.settings.base_url}/runs/{run_id}/mcp/{upstream}"
-    headers = {VERIFIER_HEADER: "verifier"}
+    headers = {VERIFIER_HEADER: runtime.verifier_key}
     if runtime.settings.api_token:
         headers["Tracecard-Token"] = runtime.settings.api_token
     async with httpx2.AsyncClient(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from tracecard.server.asgi import Scope
+from tracecard.server.recording.recorder import is_verifier
 from tracecard.traces import semconv
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ _DROP_REQUEST = _HOP_BY_HOP | {
     b"host",
     b"content-length",
     b"tracecard-token",
+    b"tracecard-verifier",
 }
 
 
@@ -54,7 +56,8 @@ class RequestHeaders:
     content_length: int | None = None
     accept: str = ""
     user_agent: str = ""
-    role: str = semconv.ROLE_AGENT  # `Tracecard-Role: verifier` marks probe traffic
+    role: str = semconv.ROLE_AGENT  # `verifier` only with the server's own verifier key
+    role_header: str | None = None  # a client's `Tracecard-Role`: recorded, never trusted
 
     @property
     def trace_headers(self) -> dict[str, str]:
@@ -67,8 +70,12 @@ class RequestHeaders:
         return found
 
 
-def scan_request_headers(raw: list[tuple[bytes, bytes]]) -> RequestHeaders:
-    """One pass over the ASGI headers: what to forward and what tracecard needs to know."""
+def scan_request_headers(raw: list[tuple[bytes, bytes]], verifier_key: str = "") -> RequestHeaders:
+    """One pass over the ASGI headers: what to forward and what tracecard needs to know.
+
+    The role is `verifier` only when `Tracecard-Verifier` carries `verifier_key` (that header is
+    never forwarded); a client's `Tracecard-Role` is kept in `role_header` and changes nothing.
+    """
     found = RequestHeaders()
     forward = found.forward
     connection_listed: set[bytes] = set()
@@ -78,6 +85,10 @@ def scan_request_headers(raw: list[tuple[bytes, bytes]]) -> RequestHeaders:
                 found.content_length = int(value)
             elif name == b"connection":
                 connection_listed.update(t.strip().lower() for t in value.split(b","))
+            elif name == b"tracecard-verifier" and is_verifier(
+                value.decode("latin-1"), verifier_key
+            ):
+                found.role = semconv.ROLE_VERIFIER
             continue
         text = value.decode("latin-1")
         if name == b"mcp-session-id":
@@ -96,8 +107,8 @@ def scan_request_headers(raw: list[tuple[bytes, bytes]]) -> RequestHeaders:
             found.traceparent = text
         elif name == b"tracestate":
             found.tracestate = text
-        elif name == b"tracecard-role" and text.strip().lower() == semconv.ROLE_VERIFIER:
-            found.role = semconv.ROLE_VERIFIER
+        elif name == b"tracecard-role":
+            found.role_header = text[:64]
         forward.append((name.decode("latin-1"), text))
     if connection_listed - {b"keep-alive", b"close"}:
         found.forward = [(n, v) for n, v in forward if n.lower().encode() not in connection_listed]

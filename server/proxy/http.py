@@ -36,7 +36,7 @@ async def handle_http(
     path: str,
 ) -> None:
     """Forward one request to the plain HTTP upstream and record it as one span."""
-    headers = scan_request_headers(scope["headers"])
+    headers = scan_request_headers(scope["headers"], state.runtime.verifier_key)
     run = await choose_run(state, scope, upstream, headers, path_run, None)
     body = await read_body(receive, state.runtime.settings.max_body_bytes, headers.content_length)
     start_ns = time.time_ns()
@@ -136,6 +136,7 @@ def _record(
         semconv.RUN_ID: run.id,
         semconv.UPSTREAM: upstream.name,
         semconv.ROLE: headers.role,
+        **({semconv.ROLE_HEADER: headers.role_header} if headers.role_header else {}),
         semconv.NETWORK_TRANSPORT: "tcp",
         semconv.HTTP_REQUEST_METHOD: method,
         semconv.URL_PATH: f"/{path}",

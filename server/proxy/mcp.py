@@ -64,7 +64,7 @@ async def handle_mcp(
     path_run: str | None,
 ) -> None:
     """Serve one request to `/mcp/{upstream}` or `/runs/{id}/mcp/{upstream}`."""
-    headers = scan_request_headers(scope["headers"])
+    headers = scan_request_headers(scope["headers"], state.runtime.verifier_key)
     method = scope["method"]
     if method == "POST":
         limit = state.runtime.settings.max_body_bytes
@@ -90,6 +90,7 @@ def _exchange(run: RunInfo, upstream: Upstream, headers: RequestHeaders) -> Exch
         session_id=headers.session_id,
         protocol_version=headers.protocol_version,
         role=headers.role,
+        role_header=headers.role_header,
         headers=headers.trace_headers,
     )
 

@@ -122,6 +122,6 @@ class ProxyRouter:
                 f"upstream {name!r} is a stdio server (`command`), and this tracecard has no "
                 "stdio bridge installed",
             )
-        headers = scan_request_headers(scope["headers"])
+        headers = scan_request_headers(scope["headers"], state.runtime.verifier_key)
         # ad hoc (None) is the bridge's to choose: it knows a session's initialize from the rest
         await handler(scope, receive, send, name, await named_run(state, headers, run_id))

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
 
 from tracecard.server.asgi import BAGGAGE_RUN_KEY, header_run
+from tracecard.server.recording.ingested import distrust
 from tracecard.server.runtime import Runtime
 from tracecard.traces import queries, semconv
 from tracecard.traces.otlp_ingest import (
@@ -139,6 +140,7 @@ class Ingest:
         await self.runtime.runs.drain()  # ad-hoc run rows are committed before the answer
 
     async def commit(self, batch: DecodedBatch, headers: Mapping[str, str]) -> None:
+        distrust(batch.spans)
         await self.join(batch.spans, headers)
         if batch.spans:
             await anyio.to_thread.run_sync(self.runtime.store.insert_spans, batch.spans)

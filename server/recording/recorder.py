@@ -7,6 +7,7 @@ redacts secrets and truncates large payloads before anything is handed to the SD
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -31,6 +32,9 @@ from tracecard.server.settings import RecordingSettings
 from tracecard.traces import semconv
 
 REDACTED = "[REDACTED]"
+# The server's own probe traffic presents the database's verifier key in this header (never
+# forwarded); a client's `Tracecard-Role` header is recorded and changes nothing.
+VERIFIER_HEADER: Final = "Tracecard-Verifier"
 # Messages the server sends to the client (GET stream, or requests on a POST stream) are marked
 # with this attribute; their spans are kept apart from the agent's own calls by it.
 DIRECTION: Final = "tracecard.mcp.direction"
@@ -85,6 +89,15 @@ class Redactor:
             return raw.decode("utf-8", errors="replace"), False
         head = raw[: self.cap].decode("utf-8", errors="ignore")
         return f"{head}…[truncated by tracecard: original size {len(raw)} bytes]", True
+
+
+def is_verifier(presented: str | None, verifier_key: str) -> bool:
+    """True for the server's own probe traffic: it presents the database's verifier key."""
+    if not presented or not verifier_key:
+        return False
+    return hmac.compare_digest(
+        presented.strip().encode("latin-1", "replace"), verifier_key.encode("latin-1")
+    )
 
 
 def parse_json(body: bytes) -> tuple[Any, str | None]:
@@ -154,6 +167,7 @@ class Exchange:
     session_id: str | None = None
     protocol_version: str | None = None
     role: str = semconv.ROLE_AGENT
+    role_header: str | None = None  # a client-sent `Tracecard-Role`, recorded as present
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -187,6 +201,8 @@ class Recorder:
             semconv.ROLE: exchange.role,
             semconv.NETWORK_TRANSPORT: exchange.transport,
         }
+        if exchange.role_header is not None:
+            attributes[semconv.ROLE_HEADER] = exchange.role_header
         if exchange.server_address:
             attributes[semconv.SERVER_ADDRESS] = exchange.server_address
         if exchange.server_port:

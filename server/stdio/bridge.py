@@ -37,7 +37,7 @@ from tracecard.server.asgi import (
 )
 from tracecard.server.proxy.forward import client_key
 from tracecard.server.proxy.sessions import IdleLru
-from tracecard.server.recording.recorder import Exchange, Recorder
+from tracecard.server.recording.recorder import Exchange, Recorder, is_verifier
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runtime import Runtime
 from tracecard.server.stdio.messages import UpstreamError
@@ -194,12 +194,16 @@ class StdioBridge:
         session_id: str | None = None,
         version: str | None = None,
     ) -> Exchange:
+        verifier = is_verifier(headers.get("tracecard-verifier"), self.runtime.verifier_key)
+        role_header = headers.get("tracecard-role")
         return Exchange(
             run=run,
             upstream=upstream,
             transport="pipe",
             session_id=session_id,
             protocol_version=version,
+            role=semconv.ROLE_VERIFIER if verifier else semconv.ROLE_AGENT,
+            role_header=role_header[:64] if role_header is not None else None,
             headers=headers,
         )
 

@@ -129,15 +129,19 @@ def test_run_from_header_and_from_baggage(tracecard: RunningServer) -> None:
     assert [s["name"] for s in run_spans(tracecard.url, by_baggage["id"])] == ["ping"]
 
 
-def test_verifier_traffic_is_marked(tracecard: RunningServer) -> None:
+def test_only_the_servers_verifier_key_marks_verifier_traffic(tracecard: RunningServer) -> None:
     run = new_run(tracecard.url)
+    key = runtime_of(tracecard).verifier_key
+    post(run["urls"]["fake"], rpc("tools/call", {"name": "probe"}), **{"Tracecard-Verifier": key})
     post(
-        run["urls"]["fake"], rpc("tools/call", {"name": "probe"}), **{"Tracecard-Role": "verifier"}
+        run["urls"]["fake"], rpc("tools/call", {"name": "forged"}), **{"Tracecard-Role": "verifier"}
     )
-    post(run["urls"]["fake"], rpc("tools/call", {"name": "agent"}), **{"Tracecard-Role": "admin"})
+    post(run["urls"]["fake"], rpc("tools/call", {"name": "guess"}), **{"Tracecard-Verifier": "x"})
     spans = run_spans(tracecard.url, run["id"])
     assert named(spans, "tools/call probe")["attributes"]["tracecard.role"] == "verifier"
-    assert named(spans, "tools/call agent")["attributes"]["tracecard.role"] == "agent"
+    forged = named(spans, "tools/call forged")["attributes"]
+    assert forged["tracecard.role"] == "agent" and forged["tracecard.role.header"] == "verifier"
+    assert named(spans, "tools/call guess")["attributes"]["tracecard.role"] == "agent"
 
 
 def test_a_batch_gets_one_span_per_message_matched_by_id(tracecard: RunningServer) -> None:

@@ -1,6 +1,7 @@
 """A real MCP server (the official SDK's `MCPServer`, streamable HTTP) used by the tests.
 
 Run: python tests/servers/tool_server.py PORT [--stateless] [--json]
+     python tests/servers/tool_server.py stdio       (the same tools over stdio)
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ def delete_all_notes() -> str:
 
 
 def main() -> None:
+    if sys.argv[1] == "stdio":
+        server.run("stdio")
+        return
     port = int(sys.argv[1])
     server.run(
         "streamable-http",
