@@ -39,6 +39,7 @@ from .suite import (
     parse_suite,
     suite_version,
 )
+from .suite_text import dump_suite
 from .types import ComponentScore, RunFacts, RunScores
 from .writers import (
     ScorecardFormatError,
@@ -79,6 +80,7 @@ __all__ = [
     "compare_experiments",
     "compute_flags",
     "default_registry",
+    "dump_suite",
     "evaluate_predicate",
     "flip_rate",
     "gate",

@@ -33,6 +33,18 @@ class ToolCall:
     annotations: dict[str, Any] | None
     start_ns: int
     end_ns: int
+    result: dict[str, Any] | None = None  # the CallToolResult, when recorded and readable
+
+    @property
+    def result_text(self) -> str | None:
+        """The result's text content items joined by newlines (None: no readable result)."""
+        content = self.result.get("content") if self.result else None
+        if not isinstance(content, list):
+            return None
+        texts = [
+            c["text"] for c in content if isinstance(c, dict) and isinstance(c.get("text"), str)
+        ]
+        return "\n".join(texts)
 
     @property
     def blocked(self) -> bool:
@@ -109,6 +121,7 @@ def _as_call(span: Span) -> ToolCall | None:
         else:
             arguments = parsed.value if error is None else None
     annotations = parse_json_text(attrs.get(sc.TOOL_ANNOTATIONS)).value
+    result = parse_json_text(attrs.get(sc.GEN_AI_TOOL_CALL_RESULT), truncated=truncated).value
     error_type = attrs.get(sc.ERROR_TYPE)
     blocked_rule = attrs.get(sc.BLOCKED_RULE)
     return ToolCall(
@@ -124,6 +137,7 @@ def _as_call(span: Span) -> ToolCall | None:
         annotations=annotations if isinstance(annotations, dict) else None,
         start_ns=_start(span),
         end_ns=int(span.get("end_time_unix_nano") or _start(span)),
+        result=result if isinstance(result, dict) else None,
     )
 
 
@@ -150,13 +164,18 @@ def tool_annotations(spans: Iterable[Span]) -> dict[tuple[str | None, str], dict
     return found
 
 
-def probe_observations(spans: Iterable[Span]) -> dict[str, ProbeObservation]:
-    """The latest verifier span per probe id (re-probing supersedes older observations)."""
+def probe_observations(
+    spans: Iterable[Span], turn: int | None = None
+) -> dict[str, ProbeObservation]:
+    """The latest verifier span per probe id (re-probing supersedes older observations), of the
+    given turn's boundary (`turn=None`: the probes run when the run finished)."""
     found: dict[str, ProbeObservation] = {}
     for span in sorted(spans, key=_start):
         attrs = _attrs(span)
         probe_id = attrs.get(sc.PROBE_ID)
         if attrs.get(sc.ROLE) != sc.ROLE_VERIFIER or not isinstance(probe_id, str):
+            continue
+        if attrs.get(sc.TURN_INDEX) != turn:
             continue
         error = attrs.get(sc.PROBE_ERROR)
         value: Any = None

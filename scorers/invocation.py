@@ -9,12 +9,13 @@ from .calls import ToolCall, agent_calls
 from .registry import scorer
 from .spec import ExpectedCall, InvocationSpec
 from .suite import Task
+from .turns import calls_by_turn, turn_spans
 from .types import ComponentScore, RunFacts, Span
 
-__all__ = ["call_matches", "match_calls", "score_invocation"]
+__all__ = ["call_matches", "evaluate_calls", "match_calls", "score_invocation"]
 
 NAME = "invocation"
-VERSION = "1"
+VERSION = "2"  # 2: per-turn expectations, matchers on results
 
 
 def call_matches(expected: ExpectedCall, call: ToolCall) -> list[str]:
@@ -34,6 +35,11 @@ def call_matches(expected: ExpectedCall, call: ToolCall) -> list[str]:
         extra = sorted(set(call.arguments) - set(expected.arguments))
         if extra:
             reasons.append(f"unexpected arguments: {', '.join(extra)}")
+    if expected.result is not None:
+        text = call.result_text
+        result = expected.result.match(text is not None, text)
+        if not result.ok:
+            reasons.append(f"result: {result.reason}")
     return reasons
 
 
@@ -107,37 +113,21 @@ def _call_ref(call: ToolCall) -> dict[str, Any]:
     return ref
 
 
-def _abstention(calls: list[ToolCall]) -> ComponentScore:
+def _abstention(calls: list[ToolCall]) -> tuple[float, bool, dict[str, Any]]:
     ok = not calls
     evidence = {
         "mode": "expect_no_calls",
         "calls": [_call_ref(c) for c in calls],
         "note": "no call expected" if ok else f"{len(calls)} call(s) made where none was expected",
     }
-    return ComponentScore(
-        component=NAME,
-        value=1.0 if ok else 0.0,
-        passed=ok,
-        evidence=evidence,
-        scorer=NAME,
-        version=VERSION,
-    )
+    return (1.0 if ok else 0.0), ok, evidence
 
 
-@scorer(name=NAME, component=NAME, version=VERSION)
-def score_invocation(task: Task, spans: Sequence[Span], facts: RunFacts) -> ComponentScore:
-    """F1 of expected calls matched by agent calls (blocked calls count as attempted)."""
-    spec = task.invocation
-    if spec is None:
-        return ComponentScore(
-            component=NAME,
-            value=None,
-            passed=None,
-            scorer=NAME,
-            version=VERSION,
-            evidence={"reason": "task has no invocation expectations"},
-        )
-    calls = agent_calls(spans)
+def evaluate_calls(
+    spec: InvocationSpec, calls: list[ToolCall]
+) -> tuple[float, bool, dict[str, Any]]:
+    """(value, passed, evidence) of `calls` against one invocation spec: F1 over matched calls,
+    or abstention when the spec expects no call."""
     if spec.expect_no_calls:
         return _abstention(calls)
     pairs = match_calls(spec, calls)
@@ -170,11 +160,52 @@ def score_invocation(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
         "precision": round(precision, 6),
         "recall": round(recall, 6),
     }
+    return f1, f1 == 1.0, evidence
+
+
+def _score(value: float | None, passed: bool | None, evidence: dict[str, Any]) -> ComponentScore:
     return ComponentScore(
         component=NAME,
-        value=f1,
-        passed=f1 == 1.0,
+        value=value,
+        passed=passed,
         evidence=evidence,
         scorer=NAME,
         version=VERSION,
     )
+
+
+def _score_turns(task: Task, spans: Sequence[Span]) -> ComponentScore:
+    # Per turn: the calls made while the turn was the latest one handed out, against that
+    # turn's spec. The run's value is the mean over turns with a spec; it passes when all pass.
+    reached = turn_spans(spans)
+    grouped = calls_by_turn(list(spans), len(task.turns))
+    rows: list[dict[str, Any]] = []
+    for index, turn in enumerate(task.turns):
+        if turn.invocation is None:
+            continue
+        row: dict[str, Any] = {"turn": index}
+        if index not in reached:
+            row |= {"value": 0.0, "passed": False, "reason": "turn not reached"}
+        else:
+            value, passed, evidence = evaluate_calls(turn.invocation, grouped.get(index, []))
+            row |= {"value": value, "passed": passed, "span_id": reached[index].span_id}
+            row |= evidence
+        rows.append(row)
+    if not rows:
+        return _score(None, None, {"reason": "no turn has invocation expectations"})
+    value = sum(r["value"] for r in rows) / len(rows)
+    passed = all(r["passed"] for r in rows)
+    return _score(value, passed, {"mode": "per_turn", "turns": rows})
+
+
+@scorer(name=NAME, component=NAME, version=VERSION)
+def score_invocation(task: Task, spans: Sequence[Span], facts: RunFacts) -> ComponentScore:
+    """F1 of expected calls matched by agent calls (blocked calls count as attempted); for a
+    multi-turn task, per turn, averaged over the turns that say what they expect."""
+    if any(turn.invocation is not None for turn in task.turns):
+        return _score_turns(task, spans)
+    spec = task.invocation
+    if spec is None:
+        return _score(None, None, {"reason": "task has no invocation expectations"})
+    value, passed, evidence = evaluate_calls(spec, agent_calls(spans))
+    return _score(value, passed, evidence)

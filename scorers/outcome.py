@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from ._json import JsonPath, normalise, normalised_equal
-from .calls import probe_observations
+from .calls import ProbeObservation, probe_observations
 from .matchers import MatchResult
 from .registry import scorer
-from .spec import Predicate
+from .spec import OutcomeSpec, Predicate
 from .suite import Task
+from .turns import turn_spans
 from .types import ComponentScore, RunFacts, Span
 
-__all__ = ["evaluate_predicate", "score_outcome"]
+__all__ = ["differences", "evaluate_outcome", "evaluate_predicate", "score_outcome"]
 
 NAME = "outcome"
-VERSION = "1"
+VERSION = "2"  # 2: per-turn outcomes; differing fields of a failed `eq` in the evidence
 
 
 def _contains(expected: Any, actual: Any) -> bool:
@@ -59,20 +62,38 @@ def evaluate_predicate(predicate: Predicate, observed: Any) -> MatchResult:
     return MatchResult(ok=ok, reason="" if ok else f"{predicate.op} {predicate.value!r} failed")
 
 
-@scorer(name=NAME, component=NAME, version=VERSION)
-def score_outcome(task: Task, spans: Sequence[Span], facts: RunFacts) -> ComponentScore:
-    """Fraction of predicates that hold; None when any probe could not run or is missing."""
-    spec = task.outcome
-    if spec is None:
-        return ComponentScore(
-            component=NAME,
-            value=None,
-            passed=None,
-            scorer=NAME,
-            version=VERSION,
-            evidence={"reason": "task has no outcome expectations"},
-        )
-    observed = probe_observations(spans)
+def differences(expected: Any, actual: Any, path: str = "$", limit: int = 20) -> list[str]:
+    """JSON paths at which `actual` differs from `expected` (at most `limit`), for evidence."""
+    out: list[str] = []
+
+    def walk(exp: Any, act: Any, where: str) -> None:
+        if len(out) >= limit:
+            return
+        if isinstance(exp, dict) and isinstance(act, dict):
+            for key in list(exp) + [k for k in act if k not in exp]:
+                step = (
+                    f"{where}.{key}"
+                    if re.fullmatch(r"[A-Za-z_][\w]*", str(key))
+                    else (f"{where}[{json.dumps(str(key))}]")
+                )
+                if key not in act or key not in exp:
+                    out.append(step)
+                else:
+                    walk(exp[key], act[key], step)
+        elif isinstance(exp, list) and isinstance(act, list) and len(exp) == len(act):
+            for index, (e, a) in enumerate(zip(exp, act, strict=True)):
+                walk(e, a, f"{where}[{index}]")
+        elif not normalised_equal(exp, act):
+            out.append(where)
+
+    walk(expected, actual, path)
+    return out
+
+
+def evaluate_outcome(
+    spec: OutcomeSpec, observed: dict[str, ProbeObservation]
+) -> tuple[float | None, bool | None, dict[str, Any]]:
+    """(value, passed, evidence) of one outcome spec on the probes' observations."""
     not_run: list[dict[str, Any]] = []
     for probe in spec.probes:
         seen = observed.get(probe.id)
@@ -99,6 +120,9 @@ def score_outcome(task: Task, spans: Sequence[Span], facts: RunFacts) -> Compone
             row["observed"] = actual if found else None
             if result.reason:
                 row["reason"] = result.reason
+            if not result.ok and predicate.op == "eq" and found:
+                # which fields of a reference state differ, not only that it differs
+                row["differing"] = differences(predicate.value, actual, predicate.path)
         rows.append(row)
     evidence: dict[str, Any] = {"predicates": rows}
     if not_run:
@@ -107,21 +131,49 @@ def score_outcome(task: Task, spans: Sequence[Span], facts: RunFacts) -> Compone
         evidence["reason"] = "probe could not run: " + "; ".join(
             f"{p['probe']}: {p['reason']}" for p in not_run
         )
-        return ComponentScore(
-            component=NAME,
-            value=None,
-            passed=None,
-            evidence=evidence,
-            scorer=NAME,
-            version=VERSION,
-        )
+        return None, None, evidence
     held = sum(1 for r in rows if r["holds"])
-    value = held / len(rows)
+    return held / len(rows), held == len(rows), evidence
+
+
+def _score(value: float | None, passed: bool | None, evidence: dict[str, Any]) -> ComponentScore:
     return ComponentScore(
-        component=NAME,
-        value=value,
-        passed=held == len(rows),
-        evidence=evidence,
-        scorer=NAME,
-        version=VERSION,
+        component=NAME, value=value, passed=passed, evidence=evidence, scorer=NAME, version=VERSION
     )
+
+
+def _score_turns(task: Task, spans: Sequence[Span]) -> ComponentScore:
+    # Per turn: that turn's probes (run at its boundary) against its predicates. The run's value
+    # is the mean over turns with an outcome; it passes when every such turn passes; a turn that
+    # was reached but could not be probed leaves the run not evaluated; a turn never reached fails.
+    reached = turn_spans(spans)
+    rows: list[dict[str, Any]] = []
+    for index, turn in enumerate(task.turns):
+        if turn.outcome is None:
+            continue
+        if index not in reached:
+            rows.append(
+                {"turn": index, "value": 0.0, "passed": False, "reason": "turn not reached"}
+            )
+            continue
+        value, passed, evidence = evaluate_outcome(turn.outcome, probe_observations(spans, index))
+        rows.append({"turn": index, "value": value, "passed": passed} | evidence)
+    evidence = {"mode": "per_turn", "turns": rows}
+    if any(r["value"] is None for r in rows):
+        unknown = [r["turn"] for r in rows if r["value"] is None]
+        evidence["reason"] = f"turn(s) {unknown} could not be probed"
+        return _score(None, None, evidence)
+    value = sum(r["value"] for r in rows) / len(rows)
+    return _score(value, all(r["passed"] for r in rows), evidence)
+
+
+@scorer(name=NAME, component=NAME, version=VERSION)
+def score_outcome(task: Task, spans: Sequence[Span], facts: RunFacts) -> ComponentScore:
+    """Fraction of predicates that hold; None when any probe could not run or is missing. For a
+    multi-turn task with per-turn outcomes, per turn (see `_score_turns`)."""
+    if any(turn.outcome is not None for turn in task.turns):
+        return _score_turns(task, spans)
+    spec = task.outcome
+    if spec is None:
+        return _score(None, None, {"reason": "task has no outcome expectations"})
+    return _score(*evaluate_outcome(spec, probe_observations(spans)))

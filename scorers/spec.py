@@ -50,6 +50,7 @@ class ExpectedCall(_Spec):
     upstream: str | None = None
     arguments: dict[str, ArgMatcher] = Field(default_factory=dict)
     strict_arguments: bool = False  # true: arguments not listed here make the call not match
+    result: ArgMatcher | None = None  # on the result's text content (BFCL's response check)
 
 
 class InvocationSpec(_Spec):

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 
 from ._locate import LocatedIssue, dotted, find_line, reason_of, toml_error_line
 from .spec import CompletionSpec, EfficiencySpec, InvocationSpec, OutcomeSpec, SafetySpec
+from .suite_text import decode_toml_nulls
 
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
@@ -21,13 +22,25 @@ __all__ = [
     "SuiteError",
     "SuiteIssue",
     "Task",
+    "Turn",
     "load_suite",
     "parse_suite",
     "suite_version",
 ]
 
-CURRENT_SCHEMA_VERSION = 1
+CURRENT_SCHEMA_VERSION = 2
 SuiteFormat = Literal["toml", "json"]
+
+
+class Turn(BaseModel):
+    """One user turn of a multi-turn task: the message tracecard hands out, and what the agent
+    should do before it asks for the next one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    user: str = Field(min_length=1)
+    invocation: InvocationSpec | None = None
+    outcome: OutcomeSpec | None = None
 
 
 class Task(BaseModel):
@@ -36,7 +49,8 @@ class Task(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
-    instruction: str
+    instruction: str = ""
+    turns: list[Turn] = Field(default_factory=list)
     upstreams: list[str] = Field(default_factory=list)
     fixture: str | None = None
     tools: list[str] | None = None  # allowed tools; None allows any
@@ -46,6 +60,19 @@ class Task(BaseModel):
     safety: SafetySpec = Field(default_factory=SafetySpec)
     efficiency: EfficiencySpec = Field(default_factory=EfficiencySpec)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _turns_or_task_level(self) -> Task:
+        if any(t.invocation for t in self.turns) and self.invocation is not None:
+            raise ValueError("give invocation per turn or for the task, not both")
+        if any(t.outcome for t in self.turns) and self.outcome is not None:
+            raise ValueError("give outcome per turn or for the task, not both")
+        return self
+
+    @property
+    def multi_turn(self) -> bool:
+        """The task's user messages are handed out turn by turn (`POST .../turns/next`)."""
+        return bool(self.turns)
 
 
 class Suite(BaseModel):
@@ -89,12 +116,44 @@ def _strip_tags(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
     return tuple(out)
 
 
+class _DocumentIssues(Exception):
+    """Problems a reader finds before validation, as (field location, reason)."""
+
+    def __init__(self, issues: list[tuple[tuple[str | int, ...], str]]) -> None:
+        self.issues = issues
+        super().__init__(issues)
+
+
 def _read_v1(document: dict[str, Any]) -> Suite:
+    # Version 1: one instruction per task, no turns.
+    issues: list[tuple[tuple[str | int, ...], str]] = []
+    tasks = document.get("tasks")
+    for index, task in enumerate(tasks if isinstance(tasks, list) else []):
+        if not isinstance(task, dict):
+            continue
+        if task.get("turns"):
+            issues.append((("tasks", index, "turns"), "turns need schema_version = 2"))
+        if "instruction" not in task:
+            issues.append((("tasks", index, "instruction"), "required field is missing"))
+    if issues:
+        raise _DocumentIssues(issues)
+    return Suite.model_validate(document)
+
+
+def _read_v2(document: dict[str, Any]) -> Suite:
+    # Version 2: `turns = [{ user, invocation?, outcome? }]` beside (or instead of) instruction.
+    issues: list[tuple[tuple[str | int, ...], str]] = []
+    tasks = document.get("tasks")
+    for index, task in enumerate(tasks if isinstance(tasks, list) else []):
+        if isinstance(task, dict) and "instruction" not in task and not task.get("turns"):
+            issues.append((("tasks", index, "instruction"), "give an instruction or turns"))
+    if issues:
+        raise _DocumentIssues(issues)
     return Suite.model_validate(document)
 
 
 # One reader per schema version; an older reader converts to the current models.
-_READERS: dict[int, Callable[[dict[str, Any]], Suite]] = {1: _read_v1}
+_READERS: dict[int, Callable[[dict[str, Any]], Suite]] = {1: _read_v1, 2: _read_v2}
 
 
 def _semantic_issues(suite: Suite) -> list[tuple[tuple[str | int, ...], str]]:
@@ -109,25 +168,41 @@ def _semantic_issues(suite: Suite) -> list[tuple[tuple[str | int, ...], str]]:
                 )
             )
         first.setdefault(task.id, index)
-        if task.outcome is None:
-            continue
-        probe_ids: set[str] = set()
-        for p_index, probe in enumerate(task.outcome.probes):
-            if probe.id in probe_ids:
-                loc = ("tasks", index, "outcome", "probes", p_index, "id")
-                issues.append((loc, f"duplicate probe id {probe.id!r}"))
-            probe_ids.add(probe.id)
-        for q_index, predicate in enumerate(task.outcome.predicates):
-            if predicate.probe not in probe_ids:
-                loc = ("tasks", index, "outcome", "predicates", q_index, "probe")
-                issues.append((loc, f"unknown probe {predicate.probe!r}"))
+        outcomes: list[tuple[tuple[str | int, ...], OutcomeSpec | None]] = [
+            (("tasks", index, "outcome"), task.outcome)
+        ]
+        outcomes += [
+            (("tasks", index, "turns", t_index, "outcome"), turn.outcome)
+            for t_index, turn in enumerate(task.turns)
+        ]
+        for where, outcome in outcomes:
+            if outcome is not None:
+                issues += _probe_issues(where, outcome)
+    return issues
+
+
+def _probe_issues(
+    where: tuple[str | int, ...], outcome: OutcomeSpec
+) -> list[tuple[tuple[str | int, ...], str]]:
+    issues: list[tuple[tuple[str | int, ...], str]] = []
+    probe_ids: set[str] = set()
+    for p_index, probe in enumerate(outcome.probes):
+        if probe.id in probe_ids:
+            issues.append(((*where, "probes", p_index, "id"), f"duplicate probe id {probe.id!r}"))
+        probe_ids.add(probe.id)
+    for q_index, predicate in enumerate(outcome.predicates):
+        if predicate.probe not in probe_ids:
+            loc = (*where, "predicates", q_index, "probe")
+            issues.append((loc, f"unknown probe {predicate.probe!r}"))
     return issues
 
 
 def parse_suite(text: str, fmt: SuiteFormat, source_name: str = "<suite>") -> Suite:
     """Parse and validate suite text (TOML or JSON); raise SuiteError naming every problem."""
     try:
-        document: Any = tomllib.loads(text) if fmt == "toml" else json.loads(text)
+        document: Any = (
+            decode_toml_nulls(tomllib.loads(text)) if fmt == "toml" else json.loads(text)
+        )
     except tomllib.TOMLDecodeError as exc:
         issue = SuiteIssue(source_name, toml_error_line(exc), "", f"not valid TOML: {exc}")
         raise SuiteError([issue]) from exc
@@ -142,7 +217,8 @@ def parse_suite(text: str, fmt: SuiteFormat, source_name: str = "<suite>") -> Su
 
     version = document.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int):
-        raise SuiteError([located(("schema_version",), "required integer (current: 1)")])
+        reason = f"required integer (current: {CURRENT_SCHEMA_VERSION})"
+        raise SuiteError([located(("schema_version",), reason)])
     reader = _READERS.get(version)
     if reader is None:
         supported = ", ".join(str(v) for v in sorted(_READERS))
@@ -150,6 +226,8 @@ def parse_suite(text: str, fmt: SuiteFormat, source_name: str = "<suite>") -> Su
         raise SuiteError([located(("schema_version",), reason)])
     try:
         suite = reader(document)
+    except _DocumentIssues as exc:
+        raise SuiteError([located(loc, reason) for loc, reason in exc.issues]) from exc
     except ValidationError as exc:
         issues = [located(_strip_tags(tuple(e["loc"])), reason_of(e)) for e in exc.errors()]
         raise SuiteError(issues) from exc
@@ -172,5 +250,9 @@ def load_suite(path: str | Path) -> Suite:
 
 def suite_version(suite: Suite) -> str:
     """sha256 of the canonical content: the same for TOML and JSON of the same suite."""
-    canonical = orjson.dumps(suite.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+    document = suite.model_dump(mode="json")
+    for task in document["tasks"]:
+        if not task["turns"]:
+            del task["turns"]  # a single-turn task hashes as it did before turns existed
+    canonical = orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()
