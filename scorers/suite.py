@@ -135,9 +135,7 @@ def _read_v1(document: dict[str, Any]) -> Suite:
             issues.append((("tasks", index, "turns"), "turns need schema_version = 2"))
         if "instruction" not in task:
             issues.append((("tasks", index, "instruction"), "required field is missing"))
-    if issues:
-        raise _DocumentIssues(issues)
-    return Suite.model_validate(document)
+    return _validated(document, issues)
 
 
 def _read_v2(document: dict[str, Any]) -> Suite:
@@ -147,9 +145,19 @@ def _read_v2(document: dict[str, Any]) -> Suite:
     for index, task in enumerate(tasks if isinstance(tasks, list) else []):
         if isinstance(task, dict) and "instruction" not in task and not task.get("turns"):
             issues.append((("tasks", index, "instruction"), "give an instruction or turns"))
+    return _validated(document, issues)
+
+
+def _validated(document: dict[str, Any], issues: list[tuple[tuple[str | int, ...], str]]) -> Suite:
+    # The reader's own findings and the model's, reported together.
+    try:
+        suite = Suite.model_validate(document)
+    except ValidationError as exc:
+        issues = issues + [(_strip_tags(tuple(e["loc"])), reason_of(e)) for e in exc.errors()]
+        raise _DocumentIssues(issues) from exc
     if issues:
         raise _DocumentIssues(issues)
-    return Suite.model_validate(document)
+    return suite
 
 
 # One reader per schema version; an older reader converts to the current models.
