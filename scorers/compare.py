@@ -10,7 +10,9 @@ from .scorecard import Scorecard
 
 __all__ = ["Comparison", "ComparisonError", "TaskComparison", "compare_experiments"]
 
-TaskClass = Literal["both_pass", "both_fail", "improved", "regressed", "missing", "not_evaluated"]
+TaskClass = Literal[
+    "both_pass", "both_fail", "improved", "regressed", "missing", "not_evaluated"
+]
 # Display order: what a person comparing last night with last week must see first.
 CLASS_ORDER: tuple[TaskClass, ...] = (
     "regressed",

@@ -48,12 +48,16 @@ ROLE_VERIFIER: Final = "verifier"
 # traffic, which presents the database's verifier key, is `verifier`); its value, cut short.
 ROLE_HEADER: Final = "tracecard.role.header"
 TRUNCATED: Final = "tracecard.truncated"  # bool: some payload attribute was cut
-REQUEST_BODY: Final = "tracecard.request.body"  # raw request text when not JSON-RPC
+REQUEST_BODY: Final = (
+    "tracecard.request.body"  # raw request text when not JSON-RPC
+)
 RESPONSE_BODY: Final = "tracecard.response.body"  # raw response text (plain HTTP tools)
 PARSE_ERROR: Final = "tracecard.parse_error"  # why the agent's message could not be parsed
 JSONRPC_ERROR_MESSAGE: Final = "tracecard.jsonrpc.error.message"
 RPC_PARAMS: Final = "tracecard.rpc.params"  # JSON text: request params of non tools/call methods
-RPC_RESULT: Final = "tracecard.rpc.result"  # JSON text: result of other methods
+RPC_RESULT: Final = (
+    "tracecard.rpc.result"  # JSON text: result of other methods
+)
 TOOL_IS_ERROR: Final = "tracecard.tool.is_error"  # bool, tools/call result had isError
 TOOL_ANNOTATIONS: Final = "tracecard.tool.annotations"  # JSON text, from tools/list, on tools/call
 BLOCKED_RULE: Final = "tracecard.blocked.rule"  # safety rule id that blocked the call (enforce)
@@ -63,7 +67,6 @@ PROBE_VALUE: Final = "tracecard.probe.value"  # JSON text: what the probe observ
 PROBE_ERROR: Final = "tracecard.probe.error"  # why a probe could not run
 TURN_INDEX: Final = "tracecard.turn.index"  # int, 0-based: turn spans and their verifier spans
 TURN_USER: Final = "tracecard.turn.user"  # on a turn span: the user message handed out
-TURN_SPAN_PREFIX: Final = "turn"  # a turn span is named `turn {index}`
 SANDBOX_PATH: Final = "tracecard.sandbox"  # on the root span: the run's sandbox directory
 FINAL_ANSWER: Final = "tracecard.final_answer"  # on the root span, set at finish
 RUN_STATUS: Final = "tracecard.run.status"

@@ -16,6 +16,8 @@ if connection is None:
     with context.begin_transaction():
         context.run_migrations()
 else:
-    context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+    context.configure(
+        connection=connection, target_metadata=target_metadata, render_as_batch=True
+    )
     with context.begin_transaction():
         context.run_migrations()
