@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+import json
+
 import orjson
 
 Scope = dict[str, Any]
@@ -94,9 +96,20 @@ async def send_bytes(
     await send({"type": "http.response.body", "body": body})
 
 
+def json_bytes(document: Any) -> bytes:
+    """`document` as compact JSON; nested past orjson's 254 levels, through the json module.
+
+    Raises `ValueError` (RecursionError) only past Python's own limit (~900 levels).
+    """
+    try:
+        return orjson.dumps(document)
+    except orjson.JSONEncodeError:
+        return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 async def send_json(send: Send, status: int, document: Any, headers: RawHeaders = ()) -> None:
     """`document` as a JSON response."""
-    await send_bytes(send, status, orjson.dumps(document), headers=headers)
+    await send_bytes(send, status, json_bytes(document), headers=headers)
 
 
 def jsonrpc_error(request_id: Any, code: int, message: str, **data: Any) -> dict[str, Any]:

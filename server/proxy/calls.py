@@ -92,6 +92,20 @@ def fail_open(state: ProxyState, calls: Calls, error_type: str, message: str) ->
     calls.notifications.clear()
 
 
+def finish_oversize(state: ProxyState, calls: Calls, head: bytes, size: int) -> None:
+    """A JSON answer too big to hold was streamed on: its span keeps the start, marked cut."""
+    if len(calls.requests) != 1:  # a batch answer cannot be told apart without all of it
+        fail_open(state, calls, "response_too_large", f"a {size}-byte answer was not recorded")
+        return
+    pending = calls.requests.popitem()[1]
+    head_text = head.decode("utf-8", errors="ignore")  # `head` is at most the payload cap
+    text = f"{head_text}…[truncated by tracecard: original size {size} bytes]"
+    key = semconv.GEN_AI_TOOL_CALL_RESULT if pending.method == "tools/call" else semconv.RPC_RESULT
+    pending.span.set_attribute(key, text)
+    pending.span.set_attribute(semconv.TRUNCATED, True)
+    pending.span.end()
+
+
 def close_notifications(state: ProxyState, calls: Calls) -> None:
     """Notifications have no response: their spans end once the upstream accepted them."""
     for pending in calls.notifications:

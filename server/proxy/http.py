@@ -14,11 +14,16 @@ from tracecard.server.proxy.errors import ProxyError
 from tracecard.server.proxy.forward import (
     RequestHeaders,
     open_upstream,
-    response_headers,
     scan_request_headers,
     upstream_url,
 )
-from tracecard.server.proxy.relay import STREAM_ERRORS, TIMEOUT_ERRORS, Decoder
+from tracecard.server.proxy.relay import (
+    STREAM_ERRORS,
+    TIMEOUT_ERRORS,
+    Decoder,
+    relay_body,
+    send_whole,
+)
 from tracecard.server.proxy.sessions import choose_run
 from tracecard.server.proxy.state import ProxyState, Upstream
 from tracecard.server.recording.recorder import parse_json, traceparent_of
@@ -46,59 +51,26 @@ async def handle_http(
     url = upstream_url(upstream, raw_query, path)
     forward = headers.forward + upstream.extra_headers
     cap = state.recorder.redactor.cap
-    started = False
-    response: httpx.Response | None = None
     deadline = asyncio.get_running_loop().time() + upstream.timeout_s  # head and body alike
+    record = (state, run, upstream, headers, method, path, query, body, start_ns)
     try:
         response = await open_upstream(state.client, method, url, forward, body, upstream.timeout_s)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": response.status_code,
-                "headers": response_headers(response.headers.raw),
-            }
-        )
-        started = True
-        kept, size = await _relay_capped(response, send, cap, deadline)
     except (*TIMEOUT_ERRORS, *STREAM_ERRORS) as exc:
-        if response is not None:
-            await response.aclose()
         timed_out = isinstance(exc, TIMEOUT_ERRORS)
-        text = (
-            f"upstream {upstream.name!r} did not answer within {upstream.timeout_s}s"
-            if timed_out
-            else f"upstream {upstream.name!r} is unavailable ({type(exc).__name__}: {exc})"
-        )
-        error = semconv.ERR_TIMEOUT if timed_out else semconv.ERR_UNAVAILABLE
-        if started:  # the head went out: end the body, the span says what happened
-            error = semconv.ERR_TIMEOUT if timed_out else semconv.ERR_PROTOCOL
-            await send({"type": "http.response.body", "body": b""})
-        _record(state, run, upstream, headers, method, path, query, body, start_ns, error=error)
-        if not started:
-            raise ProxyError(504 if timed_out else 502, text) from None
-        return
-    _record(
-        state, run, upstream, headers, method, path, query, body, start_ns, response, kept, size
-    )
-
-
-async def _relay_capped(
-    response: httpx.Response, send: Send, cap: int, deadline: float
-) -> tuple[bytes, int]:
-    """Send the body on; keep only its first `cap` bytes (plus one) for the span."""
-    kept: list[bytes] = []
-    kept_size = 0
-    size = 0
-    async with asyncio.timeout_at(deadline):
-        async for chunk in response.aiter_raw():
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            size += len(chunk)
-            if kept_size <= cap:
-                kept.append(chunk)
-                kept_size += len(chunk)
-    await send({"type": "http.response.body", "body": b""})
-    await response.aclose()
-    return b"".join(kept), size
+        _record(*record, error=semconv.ERR_TIMEOUT if timed_out else semconv.ERR_UNAVAILABLE)
+        if timed_out:
+            text = f"upstream {upstream.name!r} did not answer within {upstream.timeout_s}s"
+            raise ProxyError(504, text) from None
+        text = f"upstream {upstream.name!r} is unavailable ({type(exc).__name__}: {exc})"
+        raise ProxyError(502, text) from None
+    relayed = await relay_body(response, send, deadline, cap + 1)
+    if relayed.whole:
+        await send_whole(send, response, relayed.kept)
+    _record(*record, response, relayed.kept, relayed.size, error=relayed.error)
+    if relayed.error is not None and not relayed.head_sent:
+        status = 504 if relayed.error == semconv.ERR_TIMEOUT else 502
+        text = f"upstream {upstream.name!r} broke off its answer ({relayed.error})"
+        raise ProxyError(status, text)
 
 
 def _payload(state: ProxyState, raw: bytes, size: int, encoding: str = "") -> tuple[str, bool]:

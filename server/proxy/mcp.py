@@ -8,9 +8,11 @@ arrives, and close the spans after the agent has its bytes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
+import aiohttp
 import httpx
 import orjson
 
@@ -28,6 +30,7 @@ from tracecard.server.proxy.calls import (
     close_notifications,
     end_unparsable,
     fail_open,
+    finish_oversize,
     record_agent_replies,
     record_message,
     traceparent_value,
@@ -47,6 +50,7 @@ from tracecard.server.proxy.relay import (
     Decoder,
     relay_body,
     relay_sse,
+    send_whole,
 )
 from tracecard.server.proxy.sessions import choose_run
 from tracecard.server.proxy.state import ProxyState, Upstream
@@ -128,7 +132,8 @@ async def _post(
         if await enforce_calls(state, calls, send, started, headers, isinstance(parsed, list)):
             return
         if state.runtime.settings.recording.inject_traceparent and _inject(calls, started):
-            body = orjson.dumps(parsed)
+            with contextlib.suppress(orjson.JSONEncodeError):  # too deep to re-encode: as sent
+                body = orjson.dumps(parsed)
     await _forward_post(state, scope, receive, send, upstream, headers, calls, body)
 
 
@@ -207,7 +212,13 @@ async def _forward_post(
         await _answer_failure(state, calls, send, semconv.ERR_TIMEOUT, upstream, 504)
         return
     except STREAM_ERRORS as exc:
-        await _answer_failure(state, calls, send, semconv.ERR_UNAVAILABLE, upstream, 502, exc)
+        if isinstance(exc, aiohttp.ClientResponseError):  # it answered, with broken HTTP
+            text = f"tracecard: upstream {upstream.name!r} broke off its answer ({exc.message})"
+            await _answer_failure(
+                state, calls, send, semconv.ERR_PROTOCOL, upstream, 502, text=text
+            )
+        else:
+            await _answer_failure(state, calls, send, semconv.ERR_UNAVAILABLE, upstream, 502, exc)
         return
     status = response.status_code
     session = response.headers.get("Mcp-Session-Id")
@@ -217,36 +228,55 @@ async def _forward_post(
     is_sse = content_type.startswith("text/event-stream")
     if status < 300 and status != 202:
         state.answers_sse[upstream.name] = is_sse
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": response_headers(response.headers.raw),
-        }
-    )
     if is_sse:
+        await _send_stream_head(send, response)
         close_notifications(state, calls)
         await relay_sse(state, calls, response, receive, send, deadline)
         record_agent_replies(state, calls)
         end_unparsable(calls, status)
         return
-    received, error = await relay_body(response, send, deadline)
+    relayed = await relay_body(response, send, deadline, state.recorder.redactor.cap)
+    parsed: Any = None
+    if relayed.whole and relayed.kept and calls.requests:
+        decoder = Decoder(response.headers.get("Content-Encoding", ""))
+        parsed, reason = parse_json(decoder.feed(relayed.kept))
+        if reason is not None and status < 300 and decoder.problem is None:
+            relayed.error = semconv.ERR_PROTOCOL  # e.g. cut at a Content-Length set too short
+    if relayed.error is not None and not relayed.head_sent:
+        # nothing reached the agent: every request gets a JSON-RPC error, not a broken body
+        text = f"tracecard: upstream {upstream.name!r} broke off its answer ({relayed.error})"
+        await _answer_failure(state, calls, send, relayed.error, upstream, 502, text=text)
+        record_agent_replies(state, calls)
+        return
+    if relayed.whole:
+        await send_whole(send, response, relayed.kept)
     # --- the agent has its answer; everything below is recording only ---
     record_agent_replies(state, calls)
     end_unparsable(calls, status)
-    if error is not None:
-        fail_open(state, calls, error, f"upstream {upstream.name!r} broke off the response")
+    if relayed.error is not None:
+        fail_open(state, calls, relayed.error, f"upstream {upstream.name!r} broke off the response")
         return
-    if received and calls.requests:
-        decoder = Decoder(response.headers.get("Content-Encoding", ""))
-        parsed, _reason = parse_json(decoder.feed(received))
+    if parsed is not None:
         for message in parsed if isinstance(parsed, list) else [parsed]:
             record_message(state, calls, message)
+    elif not relayed.whole and calls.requests:
+        decoder = Decoder(response.headers.get("Content-Encoding", ""))
+        finish_oversize(state, calls, decoder.feed(relayed.kept), relayed.size)
     if status >= 400:
         fail_open(state, calls, str(status), f"upstream answered HTTP {status}")
     elif calls.requests:
         fail_open(state, calls, semconv.ERR_PROTOCOL, f"HTTP {status} without a JSON-RPC response")
     close_notifications(state, calls)
+
+
+async def _send_stream_head(send: Send, response: httpx.Response) -> None:
+    """The head of a streamed answer; no Content-Length, tracecard may add events of its own."""
+    headers = [
+        (name, value)
+        for name, value in response_headers(response.headers.raw)
+        if name.lower() != b"content-length"
+    ]
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
 
 
 def _bind_session(
@@ -267,11 +297,12 @@ async def _answer_failure(
     upstream: Upstream,
     status: int,
     exc: BaseException | None = None,
+    text: str | None = None,
 ) -> None:
     """The upstream never answered: every request gets a JSON-RPC error with its own id."""
     if error == semconv.ERR_TIMEOUT:
         text = f"tracecard: upstream {upstream.name!r} did not answer within {upstream.timeout_s}s"
-    else:
+    elif text is None:
         text = f"tracecard: upstream {upstream.name!r} is unavailable ({type(exc).__name__}: {exc})"
     replies = [
         jsonrpc_error(p.request_id, CODE_UPSTREAM, text, reason=error)
@@ -310,17 +341,15 @@ async def _other(
         raise ProxyError(
             502, f"upstream {upstream.name!r} is unavailable ({type(exc).__name__}: {exc})"
         ) from exc
-    await send(
-        {
-            "type": "http.response.start",
-            "status": response.status_code,
-            "headers": response_headers(response.headers.raw),
-        }
-    )
     if response.headers.get("Content-Type", "").startswith("text/event-stream"):
+        await _send_stream_head(send, response)
         exchange = _exchange(run, upstream, headers)
         await relay_sse(state, Calls(exchange), response, receive, send, None)
         return
-    await relay_body(response, send, None)
+    relayed = await relay_body(response, send, None, 0)
+    if relayed.error is not None and not relayed.head_sent:
+        raise ProxyError(502, f"upstream {upstream.name!r} broke off its answer ({relayed.error})")
+    if relayed.whole:
+        await send_whole(send, response, relayed.kept)
     if method == "DELETE" and response.status_code < 300 and headers.session_id:
         state.session_runs.pop((upstream.name, headers.session_id))  # and its ad-hoc run entry

@@ -7,23 +7,28 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import httpx
 import orjson
 
 from tracecard.server.asgi import CODE_UPSTREAM, Receive, Send, jsonrpc_error, sse_frame
 from tracecard.server.proxy.calls import Calls, fail_open, record_message
+from tracecard.server.proxy.forward import response_headers
 from tracecard.server.proxy.sse import SseParser
 from tracecard.server.proxy.state import ProxyState
 from tracecard.traces import semconv
 
-WHOLE_BODY_MAX = 256 * 1024  # bodies up to this size (declared) are sent in one message
+# Non-streaming bodies up to this size are read whole before the agent gets the head.
+BUFFER_MAX = 16 * 1024 * 1024
 # The proxy's own deadline (asyncio). httpx_aiohttp reports a refused connection as
 # httpx.ConnectTimeout, so httpx's errors all count as the upstream being unavailable.
 TIMEOUT_ERRORS = (TimeoutError,)
 # What breaks a stream midway: the upstream died, reset the connection or sent garbage.
-STREAM_ERRORS = (httpx.TransportError, OSError)
+# httpx_aiohttp lets some of aiohttp's own errors through (a bad status line, for one).
+STREAM_ERRORS = (httpx.TransportError, aiohttp.ClientError, OSError)
 
 
 class Decoder:
@@ -66,39 +71,74 @@ def watch_disconnect(receive: Receive) -> asyncio.Task[None]:
     return asyncio.get_running_loop().create_task(watch())
 
 
-def _declared_length(response: httpx.Response) -> int | None:
-    length = response.headers.get("content-length")
-    return int(length) if length is not None and length.isdigit() else None
+@dataclass(slots=True)
+class Relayed:
+    """What `relay_body` passed on: the body's first bytes, its size, and how it ended."""
+
+    kept: bytes  # the whole body when `whole`, else its first `keep` bytes (for the span)
+    size: int  # bytes received from the upstream
+    whole: bool
+    error: str | None = None  # `timeout` or `upstream_protocol_error` (cut, reset, garbage)
+    head_sent: bool = False  # False: the agent has nothing yet, answer it with an error
+
+
+def _with_length(headers: list[tuple[bytes, bytes]], size: int) -> list[tuple[bytes, bytes]]:
+    kept = [(n, v) for n, v in headers if n.lower() != b"content-length"]
+    kept.append((b"content-length", str(size).encode()))
+    return kept
 
 
 async def relay_body(
-    response: httpx.Response, send: Send, deadline: float | None
-) -> tuple[bytes, str | None]:
-    """Send the whole body on; return what was received and the transport error type, if any."""
+    response: httpx.Response, send: Send, deadline: float | None, keep: int
+) -> Relayed:
+    """Read a non-streaming body; the agent gets nothing before it is known.
+
+    Up to `BUFFER_MAX` bytes are read before anything is sent, so a body cut short (or a length
+    the upstream got wrong) becomes an error the caller can answer with, not a cut 200: a whole
+    body is returned unsent (`send_whole` passes it on). A longer one streams on after its first
+    `BUFFER_MAX` bytes, and only its first `keep` bytes are kept.
+    """
+    headers = response_headers(response.headers.raw)
+    chunks: list[bytes] = []
+    size = 0
+    head_sent = False
+    error: str | None = None
     try:
         async with asyncio.timeout_at(deadline):
-            length = _declared_length(response)
-            if length is not None and length <= WHOLE_BODY_MAX:  # one ASGI message, not three
-                body = b"".join([chunk async for chunk in response.aiter_raw()])
-                await send({"type": "http.response.body", "body": body})
-                return body, None
-            chunks: list[bytes] = []
             async for chunk in response.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                size += len(chunk)
+                if head_sent:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    continue
                 chunks.append(chunk)
+                if size > BUFFER_MAX:  # too big to hold: stream the rest, keep the start
+                    start = {"type": "http.response.start", "status": response.status_code}
+                    await send({**start, "headers": headers})
+                    head_sent = True
+                    await send(
+                        {"type": "http.response.body", "body": b"".join(chunks), "more_body": True}
+                    )
+                    chunks = [b"".join(chunks)[:keep]]
     except TIMEOUT_ERRORS:
-        error: str | None = semconv.ERR_TIMEOUT
+        error = semconv.ERR_TIMEOUT
     except STREAM_ERRORS:
         error = semconv.ERR_PROTOCOL
-    else:
-        error = None
     finally:
         await response.aclose()  # a body read to its end returns the connection to the pool
-    if error is not None:
+    body = b"".join(chunks)
+    if error is not None:  # a started response is left unfinished: the agent sees it broke
+        return Relayed(body[:keep], size, False, error, head_sent)
+    if head_sent:
         await send({"type": "http.response.body", "body": b""})
-        return b"", error
-    await send({"type": "http.response.body", "body": b""})
-    return b"".join(chunks), None
+        return Relayed(body[:keep], size, False)
+    return Relayed(body, size, True)
+
+
+async def send_whole(send: Send, response: httpx.Response, body: bytes) -> None:
+    """The upstream's status and headers with a body read whole (its real length declared)."""
+    headers = _with_length(response_headers(response.headers.raw), len(body))
+    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def relay_sse(

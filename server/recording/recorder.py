@@ -40,6 +40,22 @@ VERIFIER_HEADER: Final = "Tracecard-Verifier"
 DIRECTION: Final = "tracecard.mcp.direction"
 SERVER_TO_CLIENT: Final = "server_to_client"
 _PROPAGATOR = TraceContextTextMapPropagator()
+# orjson reads 1,024 levels of nesting but writes only 254: deeper payloads are stored clipped.
+MAX_DEPTH: Final = 200
+DEEP_MARKER: Final = f"…[truncated by tracecard: nested deeper than {MAX_DEPTH} levels]"
+
+
+def clip_depth(node: Any, depth: int = 0) -> Any:
+    """`node` with every container nested deeper than `MAX_DEPTH` replaced by a marker."""
+    if isinstance(node, dict):
+        if depth >= MAX_DEPTH:
+            return DEEP_MARKER
+        return {k: clip_depth(v, depth + 1) for k, v in node.items()}
+    if isinstance(node, list):
+        if depth >= MAX_DEPTH:
+            return DEEP_MARKER
+        return [clip_depth(v, depth + 1) for v in node]
+    return node
 
 # The name's target per method: the attribute of `params` that names what is acted on.
 _TARGET_PARAM = {
@@ -78,11 +94,17 @@ class Redactor:
 
     def text(self, node: Any) -> tuple[str, bool]:
         """JSON text of `node` after redaction, truncated to the cap (with a marker)."""
-        encoded = orjson.dumps(node, default=str)
+        clipped = False
+        try:
+            encoded = orjson.dumps(node, default=str)
+        except orjson.JSONEncodeError:  # nested too deep for the encoder: store a clipped copy
+            node, clipped = clip_depth(node), True
+            encoded = orjson.dumps(node, default=str)
         lowered = encoded.lower()
         if any(needle in lowered for needle in self._needles):  # only then copy and redact
             encoded = orjson.dumps(self.value(node), default=str)
-        return self.cut(encoded)
+        text, cut = self.cut(encoded)
+        return text, cut or clipped
 
     def cut(self, raw: bytes) -> tuple[str, bool]:
         if len(raw) <= self.cap:

@@ -23,6 +23,7 @@ import orjson
 from opentelemetry.trace import Status, StatusCode
 
 from tracecard import __version__
+from tracecard.server.asgi import json_bytes
 from tracecard.server.recording.recorder import Exchange, PendingCall, Recorder, traceparent_header
 from tracecard.server.stdio.messages import (
     DIRECTION_ATTRIBUTE,
@@ -160,7 +161,13 @@ class StdioProcess:
         proc = self._proc
         if proc is None or proc.stdin is None or not self.alive:
             raise UpstreamError(self._failure(f"is not running (exit code {self.exit_code})"))
-        line = orjson.dumps(message) + b"\n"
+        try:
+            line = json_bytes(message) + b"\n"
+        except RecursionError as exc:
+            raise UpstreamError(
+                f"the message to {self.name!r} is nested too deep to forward ({exc})",
+                semconv.ERR_PROTOCOL,
+            ) from exc
         try:
             async with self._write_lock:
                 proc.stdin.write(line)

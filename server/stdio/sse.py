@@ -7,9 +7,7 @@ import contextlib
 from collections.abc import Iterable
 from typing import Any
 
-import orjson
-
-from tracecard.server.asgi import Send, sse_frame
+from tracecard.server.asgi import Send, json_bytes, sse_frame
 
 KEEPALIVE_S = 15.0
 
@@ -54,7 +52,7 @@ class SseStream:
             return True
 
     async def event(self, message: Any) -> bool:
-        return await self.write(sse_frame(orjson.dumps(message)))
+        return await self.write(sse_frame(json_bytes(message)))
 
     async def close(self) -> None:
         async with self._lock:

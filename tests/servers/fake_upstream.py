@@ -1,7 +1,8 @@
 """A scripted HTTP/1.1 upstream on raw asyncio streams, for what a real MCP server won't do.
 
 It writes exact bytes (CRLF SSE, empty priming events), dies in the middle of a stream, answers
-JSON-RPC batches, answers slowly, and serves a plain HTTP echo. Every request it receives is
+JSON-RPC batches, answers slowly, gets its Content-Length wrong, answers hugely, and serves a
+plain HTTP echo. Every request it receives is
 logged in `received`, so a test can check what reached the upstream (and what did not).
 """
 
@@ -100,6 +101,32 @@ async def _respond(
         message = None
     if path.startswith("/slow"):
         await asyncio.sleep(float(target.rsplit("=", 1)[-1]) if "=" in target else 3.0)
+    if path in ("/short", "/long"):  # a Content-Length the body does not keep to
+        payload = json.dumps(_results(message)[0]).encode()
+        declared = len(payload) + 40 if path == "/short" else len(payload) - 10
+        writer.write(
+            _head(200, [("content-type", "application/json"), ("content-length", str(declared))])
+        )
+        writer.write(payload)
+        await writer.drain()
+        writer.transport.abort()  # /short: fewer bytes than declared; /long: more
+        return False
+    if path == "/huge":  # a JSON-RPC answer of `params.size` bytes, Content-Length declared
+        text = "x" * int(message["params"]["size"])
+        answer = {
+            "jsonrpc": "2.0",
+            "id": message["id"],
+            "result": {"content": [{"type": "text", "text": text}]},
+        }
+        payload = json.dumps(answer).encode()
+        writer.write(
+            _head(
+                200, [("content-type", "application/json"), ("content-length", str(len(payload)))]
+            )
+        )
+        writer.write(payload)
+        await writer.drain()
+        return True
     if path in ("/mcp", "/slow"):
         results = _results(message)
         if not results:

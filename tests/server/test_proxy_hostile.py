@@ -1,0 +1,104 @@
+"""Upstreams and agents that break the rules: every call still ends as a span, none as a 500.
+
+Real tracecard (uvicorn) in front of the scripted upstream (`tests/servers/fake_upstream.py`),
+which does what a real MCP server will not: a wrong Content-Length, a huge answer, echoing
+JSON nested deeper than orjson writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.servers.fake_upstream import FakeUpstream, fake_upstream
+from tests.support.proxy import MCP_HEADERS, named, new_run, rpc, run_spans, tracecard_for
+from tests.support.tracecard import RunningServer
+from tracecard.server.proxy.relay import BUFFER_MAX
+from tracecard.server.recording.recorder import DEEP_MARKER
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeUpstream]:
+    with fake_upstream() as upstream:
+        yield upstream
+
+
+@pytest.fixture(scope="module")
+def tracecard(
+    fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    upstreams: dict[str, dict[str, Any]] = {
+        "echo": {"url": f"{fake.url}/mcp"},
+        "short": {"url": f"{fake.url}/short"},
+        "long": {"url": f"{fake.url}/long"},
+        "huge": {"url": f"{fake.url}/huge"},
+    }
+    with tracecard_for(upstreams, tmp_path_factory.mktemp("hostile")) as running:
+        yield running
+
+
+def _call(url: str, arguments: Any, id: int = 7) -> httpx.Response:
+    message = rpc("tools/call", {"name": "t", "arguments": arguments}, id=id)
+    body = json.dumps(message).encode()  # the json module writes what orjson cannot
+    return httpx.post(url, content=body, headers=MCP_HEADERS, timeout=60)
+
+
+def _deep(levels: int) -> Any:
+    node: Any = {"leaf": True}
+    for _ in range(levels):
+        node = {"down": node}
+    return node
+
+
+@pytest.mark.parametrize("upstream", ["short", "long"])
+def test_a_wrong_content_length_is_a_jsonrpc_error_and_a_span(
+    tracecard: RunningServer, upstream: str
+) -> None:
+    """Fewer or more bytes than declared: a JSON-RPC error for the call, never a cut 200."""
+    run = new_run(tracecard.url)
+    answer = _call(run["urls"][upstream], {"x": 1})
+    assert answer.status_code == 200
+    error = answer.json()
+    assert error["id"] == 7 and error["error"]["code"] == -32000
+    assert "broke off" in error["error"]["message"]
+    span = named(run_spans(tracecard.url, run["id"]), "tools/call t")
+    assert span["attributes"]["error.type"] == "upstream_protocol_error"
+    assert span["status"]["code"] == 2  # ERROR
+
+
+def test_deep_arguments_and_results_pass_untouched_and_are_stored_clipped(
+    tracecard: RunningServer,
+) -> None:
+    """300 levels (orjson writes 254): forwarded as sent, answered as sent, stored with a marker."""
+    run = new_run(tracecard.url)
+    arguments = _deep(300)
+    answer = _call(run["urls"]["echo"], arguments)
+    assert answer.status_code == 200
+    assert answer.json()["result"]["echo"]["arguments"] == arguments  # the upstream's own answer
+    span = named(run_spans(tracecard.url, run["id"]), "tools/call t")
+    attributes = span["attributes"]
+    assert DEEP_MARKER in attributes["gen_ai.tool.call.arguments"]
+    assert DEEP_MARKER in attributes["gen_ai.tool.call.result"]
+    assert attributes["tracecard.truncated"] is True
+    assert "error.type" not in attributes
+
+
+def test_an_answer_too_big_to_hold_streams_through_and_is_stored_cut(
+    tracecard: RunningServer,
+) -> None:
+    """Past the buffer the answer streams on; the span keeps its start and the original size."""
+    run = new_run(tracecard.url)
+    size = BUFFER_MAX + 1024 * 1024
+    message = rpc("tools/call", {"name": "t", "arguments": {}, "size": size}, id=3)
+    answer = httpx.post(run["urls"]["huge"], json=message, headers=MCP_HEADERS, timeout=120)
+    assert answer.status_code == 200
+    assert answer.json()["result"]["content"][0]["text"] == "x" * size
+    span = named(run_spans(tracecard.url, run["id"]), "tools/call t")
+    result = span["attributes"]["gen_ai.tool.call.result"]
+    assert result.startswith('{"jsonrpc": "2.0"') and len(result) < 300 * 1024
+    assert f"original size {len(answer.content)} bytes" in result
+    assert span["attributes"]["tracecard.truncated"] is True
