@@ -7,10 +7,9 @@ writes itself, and the parsers for the run named by `Tracecard-Run` or W3C bagga
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
-
-import json
 
 import orjson
 
