@@ -21,7 +21,7 @@ from tracecard.server.proxy import ProxyRouter, proxy_lifespan
 from tracecard.server.recording.ingest import ingest_traces
 from tracecard.server.recording.ingest import install as install_otlp_ingest
 from tracecard.server.runtime import Runtime, open_runtime
-from tracecard.server.security import token_guard
+from tracecard.server.security import SecurityGuard
 from tracecard.server.settings import Settings
 from tracecard.server.stdio import stdio_lifespan
 from tracecard.traces.store import Store
@@ -85,6 +85,6 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
 
 def asgi_app(settings: Settings, store: Store | None = None) -> Any:
     """The app as served: the proxy's prefix router in front of Litestar (no framework work per
-    proxied call), all of it behind the API-token guard when a token is configured."""
+    proxied call), all of it behind the security guard (Host, Origin, token, content type)."""
     app = create_app(settings, store)
-    return token_guard(ProxyRouter(app), settings.api_token)
+    return SecurityGuard(ProxyRouter(app), settings, lambda: app.state.runtime.csrf_key)

@@ -56,9 +56,11 @@ class Runtime:
     otlp_ingest: Ingest | None = None
     tasks: TaskCache | None = None
     # Derived from the database's secret (`tracecard.traces.secrets`), shared by its replicas:
-    # the credential of the server's own probe traffic, and the key of redaction fingerprints.
+    # the credential of the server's own probe traffic, the key of redaction fingerprints,
+    # and the key that signs the viewer forms' CSRF tokens (tracecard.viewer.csrf).
     verifier_key: str = ""
     fingerprint_key: bytes = b""
+    csrf_key: bytes = b""
 
     @property
     def span_sink(self) -> Any:
@@ -136,6 +138,7 @@ async def open_runtime(settings: Settings, store: Store | None = None) -> AsyncI
             runs=RunRegistry(store),
             verifier_key=derive_key(secret, "verifier").hex(),
             fingerprint_key=derive_key(secret, "fingerprint"),
+            csrf_key=derive_key(secret, "viewer csrf"),
         )
         stack.push_async_callback(runtime.runs.drain)
         yield runtime

@@ -99,6 +99,11 @@ class Settings(BaseModel):
     port: int = 7800
     db: str = Field(default_factory=default_db_url)
     api_token: str | None = None
+    # Host names (any port) this server answers to besides localhost, 127.0.0.1, [::1] and
+    # public_url's; "*" turns the Host check off (docs/configuration.md, server/security.py).
+    allowed_hosts: list[str] = Field(default_factory=list)
+    # Browser origins besides tracecard's own that may call it (e.g. "http://localhost:6274").
+    allowed_origins: list[str] = Field(default_factory=list)
     public_url: str | None = None  # how agents reach this server; default http://host:port
     upstream_timeout_s: float = 60.0
     max_body_bytes: int = 16 * 1024 * 1024

@@ -19,6 +19,7 @@ class ViewerRuntime(Protocol):
 
     store: Store
     settings: Any
+    csrf_key: bytes  # signs the forms' CSRF tokens (tracecard.viewer.csrf)
 
     async def flush(self) -> None:
         """Wait until every span recorded so far is committed."""

@@ -98,7 +98,8 @@ def server(upstream: str, settings: Settings) -> Iterator[RunningServer]:
 
 def experiment(server: RunningServer, suite: str, name: str, trials: int = 3) -> dict[str, Any]:
     with httpx.Client(base_url=server.url, timeout=30) as http:
-        assert http.post("/api/suites", content=suite).status_code == 201
+        toml = {"content-type": "application/toml"}
+        assert http.post("/api/suites", content=suite, headers=toml).status_code == 201
         suite_name = "notes-e2e-enforced" if "enforced" in suite else "notes-e2e"
         response = http.post(
             "/api/experiments",

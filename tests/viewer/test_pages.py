@@ -149,31 +149,55 @@ def test_missing_pages_are_pages(night_server) -> None:
     assert get(night_server, "/static/secret.txt").status_code == 404
 
 
+def form_token(browser: httpx.Client, run: str) -> str:
+    """The verdict form's CSRF token, as the trace page gives it (with its cookie)."""
+    page = browser.get(f"/runs/{run}")
+    found = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page.text)
+    assert found is not None and "tracecard_csrf" in browser.cookies
+    return found.group(1)
+
+
 def test_verdict_is_stored_and_agreement_changes(night_server) -> None:
     night = night_server.night
     run = night.runs[("last-week", "list-files", 1)]
     before = get(night_server, f"/experiments/{night.experiments['last-week']}").text
     assert "No verdicts yet" in before
-    response = httpx.post(
-        f"{night_server.url}/runs/{run}/verdicts",
-        data={"component": "safety", "agree": "no", "note": "<i>path was fine</i>"},
-        headers={"HX-Request": "true", "Origin": night_server.url},
-    )
+    with httpx.Client(base_url=night_server.url, timeout=30) as browser:
+        token = form_token(browser, run)
+        form = {"component": "safety", "agree": "no", "note": "<i>path was fine</i>"}
+        response = browser.post(
+            f"/runs/{run}/verdicts",
+            data={**form, "csrf_token": token},
+            headers={"HX-Request": "true", "Origin": night_server.url},
+        )
     assert response.status_code == 200
     assert "&lt;i&gt;path was fine&lt;/i&gt;" in response.text and "0%" in response.text
     after = get(night_server, f"/experiments/{night.experiments['last-week']}").text
     assert re.search(r'rate-safety">0%', after)
 
 
-def test_cross_site_verdict_posts_are_refused(night_server) -> None:
+def test_cross_site_and_tokenless_verdict_posts_are_refused(night_server) -> None:
     run = night_server.night.runs[("last-week", "weather", 0)]
-    response = httpx.post(
-        f"{night_server.url}/runs/{run}/verdicts",
-        data={"component": "outcome", "agree": "yes"},
-        headers={"Origin": "https://evil.example"},
-    )
-    assert response.status_code == 403
-    bad = httpx.post(f"{night_server.url}/runs/{run}/verdicts", data={"component": "outcome"})
+    with httpx.Client(base_url=night_server.url, timeout=30) as browser:
+        token = form_token(browser, run)
+        answers = [
+            browser.post(
+                f"/runs/{run}/verdicts",
+                data={"component": "outcome", "agree": "yes", "csrf_token": token},
+                headers={"Origin": "https://evil.example"},
+            ),
+            browser.post(f"/runs/{run}/verdicts", data={"component": "outcome", "agree": "yes"}),
+            httpx.post(  # a valid token without the browser's cookie (another browser)
+                f"{night_server.url}/runs/{run}/verdicts",
+                data={"component": "outcome", "agree": "yes", "csrf_token": token},
+            ),
+        ]
+        assert [a.status_code for a in answers] == [403, 403, 403]
+        assert "reload the page" in answers[1].json()["detail"]
+        assert '<ul class="verdicts">' not in browser.get(f"/runs/{run}").text
+        bad = browser.post(
+            f"/runs/{run}/verdicts", data={"component": "outcome", "csrf_token": token}
+        )
     assert bad.status_code == 400 and "agree" in bad.text
 
 

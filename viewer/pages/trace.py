@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import State
-from litestar.exceptions import NotFoundException, PermissionDeniedException, ValidationException
+from litestar.exceptions import NotFoundException, ValidationException
 from litestar.response import Redirect
 
 from tracecard.traces import queries
@@ -15,6 +14,7 @@ from tracecard.traces import semconv as sc
 from tracecard.traces.models import RunRow, ScoreRow
 from tracecard.traces.store import Store
 from tracecard.traces.verdicts import add_verdict, agreement_rates, verdicts_for_runs
+from tracecard.viewer import csrf
 from tracecard.viewer.compare_runs import COMPONENT_ORDER
 from tracecard.viewer.pages.runs import LIVE_STATUSES
 from tracecard.viewer.payloads import payload
@@ -43,7 +43,7 @@ def _run(store: Store, run_id: str) -> RunRow:
     return run
 
 
-def _trace_context(store: Store, run_id: str) -> dict[str, Any]:
+def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]:
     run = _run(store, run_id)
     spans = queries.trace_outline(store, run)
     rank = {c: i for i, c in enumerate(COMPONENT_ORDER)}
@@ -63,11 +63,20 @@ def _trace_context(store: Store, run_id: str) -> dict[str, Any]:
         "agreement": agreement,
         "live": run.status in LIVE_STATUSES,
         "components": [s.component for s in scores] or ["outcome"],
+        "csrf_field": csrf.FIELD,
+        "csrf_token": csrf_token,
     }
 
 
-def _trace_html(store: Store, run_id: str, template: str) -> str:
-    return render_html(template, **_trace_context(store, run_id))
+def _trace_html(store: Store, run_id: str, template: str, csrf_token: str) -> str:
+    return render_html(template, **_trace_context(store, run_id, csrf_token))
+
+
+def _with_cookie(response: Response[str], set_cookie: str | None) -> Response[str]:
+    """Give a browser its CSRF nonce along with the first page whose forms need it."""
+    if set_cookie is not None:
+        response.headers["set-cookie"] = set_cookie
+    return response
 
 
 def _span(store: Store, run_id: str, span_id: str) -> dict[str, Any]:
@@ -114,15 +123,7 @@ def _payload_text(store: Store, run_id: str, span_id: str, key: str) -> str:
     return render_html("_payload_text.html", text=payload(key, attributes[key]).text)
 
 
-def _same_origin(request: Request) -> bool:  # type: ignore[type-arg]
-    """A browser form post from another site carries its Origin: refuse it (CSRF)."""
-    origin = request.headers.get("origin")
-    if not origin or origin == "null":
-        return origin is None
-    return urlsplit(origin).netloc == request.headers.get("host", "")
-
-
-def _record_verdict(store: Store, run_id: str, form: dict[str, str]) -> str:
+def _record_verdict(store: Store, run_id: str, form: dict[str, str], csrf_token: str) -> str:
     component = form.get("component", "").strip()
     if not component or len(component) > 32:
         raise ValidationException("choose the component the verdict is about")
@@ -132,7 +133,7 @@ def _record_verdict(store: Store, run_id: str, form: dict[str, str]) -> str:
     author = form.get("author", "").strip()[:200]
     _run(store, run_id)
     add_verdict(store, run_id, component, form["agree"] == "yes", note, author)
-    return _trace_html(store, run_id, "_verdicts.html")
+    return _trace_html(store, run_id, "_verdicts.html", csrf_token)
 
 
 class TracePages(Controller):
@@ -142,17 +143,20 @@ class TracePages(Controller):
     include_in_schema = False
 
     @get("/")
-    async def trace(self, state: State, run_id: str) -> Response[str]:
+    async def trace(self, state: State, request: Request, run_id: str) -> Response[str]:  # type: ignore[type-arg]
         """The span waterfall, the scores with their evidence, and the verdict form."""
         runtime = runtime_of(state)
-        body = await in_thread(_trace_html, runtime.store, run_id, "trace.html")
-        return page_response(body)
+        token, set_cookie = csrf.form_token(request, runtime.csrf_key)
+        body = await in_thread(_trace_html, runtime.store, run_id, "trace.html", token)
+        return _with_cookie(page_response(body), set_cookie)
 
     @get("/live")
-    async def live(self, state: State, run_id: str) -> Response[str]:
+    async def live(self, state: State, request: Request, run_id: str) -> Response[str]:  # type: ignore[type-arg]
         """The trace body, polled every 2 s while the run is in progress."""
-        store = runtime_of(state).store
-        return html_response(await in_thread(_trace_html, store, run_id, "_trace_body.html"))
+        runtime = runtime_of(state)
+        token, set_cookie = csrf.form_token(request, runtime.csrf_key)
+        body = await in_thread(_trace_html, runtime.store, run_id, "_trace_body.html", token)
+        return _with_cookie(html_response(body), set_cookie)
 
     @get("/spans/{span_id:str}")
     async def span_detail(self, state: State, run_id: str, span_id: str) -> Response[str]:
@@ -170,11 +174,12 @@ class TracePages(Controller):
 
     @post("/verdicts", status_code=200)
     async def verdict(self, state: State, request: Request, run_id: str) -> Response[Any]:  # type: ignore[type-arg]
-        """Record a person's verdict; htmx gets the verdicts and agreement back in place."""
-        if not _same_origin(request):
-            raise PermissionDeniedException("verdicts are accepted from tracecard's own pages")
+        """Record a person's verdict; htmx gets the verdicts and agreement back in place.
+
+        The CSRF token was checked before the request got here (tracecard.server.security)."""
         form = {k: str(v) for k, v in (await request.form()).items()}
-        body = await in_thread(_record_verdict, runtime_of(state).store, run_id, form)
+        token = form.get(csrf.FIELD, "")
+        body = await in_thread(_record_verdict, runtime_of(state).store, run_id, form, token)
         if request.headers.get("hx-request") == "true":
             return html_response(body)
         return Redirect(f"/runs/{run_id}#verdicts", status_code=303)
