@@ -26,6 +26,7 @@ from tracecard.server.settings import Settings
 from tracecard.server.stdio import stdio_lifespan
 from tracecard.traces.store import Store
 from tracecard.viewer import viewer_router
+from tracecard.viewer.csrf import FormTokens
 
 
 @get("/healthz", tags=["health"], summary="Liveness and readiness")
@@ -87,4 +88,5 @@ def asgi_app(settings: Settings, store: Store | None = None) -> Any:
     """The app as served: the proxy's prefix router in front of Litestar (no framework work per
     proxied call), all of it behind the security guard (Host, Origin, token, content type)."""
     app = create_app(settings, store)
-    return SecurityGuard(ProxyRouter(app), settings, lambda: app.state.runtime.csrf_key)
+    forms = FormTokens(key=lambda: app.state.runtime.csrf_key)
+    return SecurityGuard(ProxyRouter(app), settings, forms)

@@ -10,17 +10,16 @@ For every HTTP request, in this order (docs/configuration.md, "Who can reach tra
    viewer's forms (a form post from elsewhere would carry the cookie, so the forms need 5.).
 4. Content type: the JSON API and the MCP proxy take JSON only; a plain HTTP tool never gets
    a body type that a page on another site can send without asking (text/plain, forms).
-5. The viewer's state-changing requests carry the CSRF token of `tracecard.viewer.csrf`.
+5. The viewer's state-changing requests carry its forms' CSRF token (`FormTokens`).
 6. Proxied requests lose tracecard's own credentials before they go on to an upstream.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
@@ -37,7 +36,6 @@ from tracecard.server.asgi import (
 from tracecard.server.login import TOKEN_COOKIE, login
 from tracecard.server.proxy.routing import match
 from tracecard.server.settings import LOOPBACK, Settings
-from tracecard.viewer import csrf
 
 TOKEN_HEADER: Final = b"tracecard-token"
 LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -49,7 +47,21 @@ _SIMPLE_TYPES: Final = frozenset(
 )
 _FORM: Final = "application/x-www-form-urlencoded"
 _FORM_LIMIT: Final = 64 * 1024  # a viewer form (a verdict note is at most 4,000 characters)
-_OWN_COOKIES: Final = frozenset({TOKEN_COOKIE, csrf.COOKIE})
+
+
+class FormTokens(Protocol):
+    """The viewer's CSRF tokens (`tracecard.viewer.csrf.FormTokens`, wired by the app factory)."""
+
+    @property
+    def cookie(self) -> str: ...  # the browser's nonce cookie
+    @property
+    def field(self) -> str: ...  # the form field that carries the token
+    @property
+    def header(self) -> str: ...  # or the request header
+
+    def valid(self, cookie_header: str | None, token: str | None) -> bool:
+        """Whether `token` belongs to the nonce in this request's cookies."""
+        ...
 
 
 class Route(Enum):
@@ -127,7 +139,7 @@ class _Request:
     csrf_header: str | None = None
 
     @classmethod
-    def scan(cls, raw: list[tuple[bytes, bytes]]) -> _Request:
+    def scan(cls, raw: list[tuple[bytes, bytes]], form_header: bytes) -> _Request:
         found = cls()
         for name, value in raw:
             if name == b"host":
@@ -151,7 +163,7 @@ class _Request:
                 found.header_token = [*(found.header_token or []), presented.decode("latin-1")]
             elif name == b"cookie":
                 found.cookie = value.decode("latin-1")
-            elif name == csrf.HEADER.encode():
+            elif name == form_header:
                 found.csrf_header = value.decode("latin-1")
         return found
 
@@ -169,10 +181,12 @@ class Refused(Exception):
 class SecurityGuard:
     """The ASGI app as served: checks every request, then hands it to `app`."""
 
-    def __init__(self, app: Any, settings: Settings, csrf_key: Callable[[], bytes]) -> None:
+    def __init__(self, app: Any, settings: Settings, forms: FormTokens) -> None:
         self.app = app
         self.policy = Policy.of(settings)
-        self._csrf_key = csrf_key
+        self.forms = forms
+        self._form_header = forms.header.lower().encode()
+        self._own_cookies = frozenset({TOKEN_COOKIE, forms.cookie})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -189,7 +203,7 @@ class SecurityGuard:
 
     async def _check(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """The receive to hand on (replaying a body read here); None when answered here."""
-        request = _Request.scan(scope.get("headers", []))
+        request = _Request.scan(scope.get("headers", []), self._form_header)
         method: str = scope["method"]
         path: str = scope["path"]
         route = route_of(path)
@@ -209,7 +223,9 @@ class SecurityGuard:
         if route is Route.VIEWER and method not in SAFE_METHODS:
             return await self._check_csrf(request, receive)
         if route in (Route.MCP, Route.HTTP_TOOL):
-            scope["headers"] = _without_own_credentials(scope["headers"], policy.token)
+            scope["headers"] = _without_own_credentials(
+                scope["headers"], policy.token, self._own_cookies
+            )
         return receive
 
     def _check_host(self, request: _Request) -> None:
@@ -259,7 +275,6 @@ class SecurityGuard:
         return _cookie_token_matches(request.cookie, expected)
 
     async def _check_csrf(self, request: _Request, receive: Receive) -> Receive:
-        nonce = csrf.nonce_in(request.cookie)
         token = request.csrf_header
         replay = receive
         if token is None and request.media == _FORM:
@@ -269,9 +284,9 @@ class SecurityGuard:
                 raise Refused(413, f"a viewer form is at most {_FORM_LIMIT} bytes") from error
             except ClientGone as error:
                 raise Refused(400, str(error)) from error
-            token = parse_qs(body.decode("utf-8", "replace")).get(csrf.FIELD, [""])[0]
+            token = parse_qs(body.decode("utf-8", "replace")).get(self.forms.field, [""])[0]
             replay = _replay(body, receive)
-        if not csrf.valid(self._csrf_key(), nonce, token):
+        if not self.forms.valid(request.cookie, token):
             raise Refused(
                 403,
                 "this form is out of date or did not come from tracecard's own page "
@@ -345,7 +360,7 @@ def _cookie_token_matches(header: str | None, expected: bytes) -> bool:
 
 
 def _without_own_credentials(
-    raw: list[tuple[bytes, bytes]], token: bytes | None
+    raw: list[tuple[bytes, bytes]], token: bytes | None, own_cookies: frozenset[str]
 ) -> list[tuple[bytes, bytes]]:
     """The headers minus tracecard's token (header or Bearer) and its own cookies."""
     kept: list[tuple[bytes, bytes]] = []
@@ -357,8 +372,8 @@ def _without_own_credentials(
                 continue
         if name == b"cookie":
             text = value.decode("latin-1")
-            if any(key in _OWN_COOKIES for key, _ in _cookies(text)):
-                others = [f"{k}={v}" for k, v in _cookies(text) if k not in _OWN_COOKIES]
+            if any(key in own_cookies for key, _ in _cookies(text)):
+                others = [f"{k}={v}" for k, v in _cookies(text) if k not in own_cookies]
                 if not others:
                     continue
                 value = "; ".join(others).encode("latin-1")

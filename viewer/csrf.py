@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
 from http.cookies import CookieError, SimpleCookie
 from typing import Final
 
@@ -59,3 +61,17 @@ def form_token(request: Request, key: bytes) -> tuple[str, str | None]:  # type:
         return token_for(key, nonce), None
     nonce = secrets.token_hex(_NONCE_BYTES)
     return token_for(key, nonce), set_cookie(nonce)
+
+
+@dataclass(frozen=True, slots=True)
+class FormTokens:
+    """What the server's guard checks a viewer form with (`tracecard.server.security`)."""
+
+    key: Callable[[], bytes]  # read per request: the key comes with the runtime
+    cookie: str = COOKIE
+    field: str = FIELD
+    header: str = HEADER
+
+    def valid(self, cookie_header: str | None, token: str | None) -> bool:
+        """Whether `token` belongs to the nonce in this request's cookies."""
+        return valid(self.key(), nonce_in(cookie_header), token)

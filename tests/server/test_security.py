@@ -46,7 +46,7 @@ def guard(**settings: Any) -> tuple[SecurityGuard, Reached]:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
 
-    return SecurityGuard(app, Settings(**settings), lambda: KEY), reached
+    return SecurityGuard(app, Settings(**settings), csrf.FormTokens(key=lambda: KEY)), reached
 
 
 def call(
