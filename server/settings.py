@@ -34,6 +34,10 @@ class ConfigError(Exception):
     """A configuration a person must fix; the message says where and what."""
 
 
+UPSTREAM_KINDS = ("mcp", "http", "openai", "anthropic")
+MODEL_KINDS = ("openai", "anthropic")  # model APIs, proxied at /llm/{name}/...
+
+
 class UpstreamSettings(BaseModel):
     """A tool server reached by name: `url` for HTTP, `command` for a stdio server."""
 
@@ -45,9 +49,9 @@ class UpstreamSettings(BaseModel):
     cwd: str | None = None
     per_run: bool = False
     fixture: str | None = None
-    kind: str = (
-        "mcp"  # "mcp" (JSON-RPC, at /mcp/{name}) | "http" (plain HTTP tool, at /http/{name})
-    )
+    # "mcp" (JSON-RPC, at /mcp/{name}) | "http" (plain HTTP tool, at /http/{name}) |
+    # "openai" | "anthropic" (a model API, at /llm/{name}/...: docs/llm.md)
+    kind: str = "mcp"
     timeout_s: float | None = None  # overrides the global upstream timeout
     headers: dict[str, str] = Field(default_factory=dict)  # added to every forwarded request
 
@@ -55,10 +59,10 @@ class UpstreamSettings(BaseModel):
     def _one_transport(self) -> UpstreamSettings:
         if (self.url is None) == (self.command is None):
             raise ValueError("give exactly one of `url` or `command`")
-        if self.kind not in ("mcp", "http"):
-            raise ValueError("kind must be 'mcp' or 'http'")
-        if self.kind == "http" and self.url is None:
-            raise ValueError("a plain HTTP upstream needs `url`")
+        if self.kind not in UPSTREAM_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(map(repr, UPSTREAM_KINDS))}")
+        if self.kind != "mcp" and self.url is None:
+            raise ValueError(f"a {self.kind!r} upstream needs `url`")
         return self
 
 
@@ -67,7 +71,13 @@ class RecordingSettings(BaseModel):
 
     payload_cap_bytes: int = 256 * 1024  # a payload attribute longer than this is truncated
     redact_headers: list[str] = Field(
-        default_factory=lambda: ["authorization", "proxy-authorization", "cookie", "x-api-key"]
+        default_factory=lambda: [
+            "authorization",
+            "proxy-authorization",
+            "cookie",
+            "x-api-key",
+            "api-key",  # Azure OpenAI's key header
+        ]
     )
     redact_keys: list[str] = Field(
         default_factory=lambda: [

@@ -44,6 +44,7 @@ class RunHandle:
     trial: int
     instruction: str
     urls: dict[str, str]  # upstream name -> the proxy URL with this run in its path
+    models: dict[str, str] = field(default_factory=dict)  # model upstreams: name -> API kind
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,7 @@ class TracecardClient:
                 trial=r["trial"],
                 instruction=r.get("instruction", ""),
                 urls=dict(r["urls"]),
+                models=dict(r.get("models") or {}),
             )
             for r in body["runs"]
         ]

@@ -31,6 +31,25 @@ GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"  # JSON text
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 
+# --- GenAI model calls (the /llm/ proxy: one `chat {model}` span per request) -------------------
+OP_CHAT: Final = "chat"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"  # "openai" | "anthropic"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P: Final = "gen_ai.request.top_p"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"  # list of strings
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+# Content attributes (opt-in in the conventions, on in tracecard): JSON text in the conventions'
+# message shape, [{"role", "parts": [{"type": "text" | "tool_call" | "tool_call_response"...}]}]
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
+
 # --- HTTP (plain HTTP tools and HTTP probes) ---------------------------------------------------
 HTTP_REQUEST_METHOD: Final = "http.request.method"
 HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
@@ -70,6 +89,13 @@ TURN_USER: Final = "tracecard.turn.user"  # on a turn span: the user message han
 SANDBOX_PATH: Final = "tracecard.sandbox"  # on the root span: the run's sandbox directory
 FINAL_ANSWER: Final = "tracecard.final_answer"  # on the root span, set at finish
 RUN_STATUS: Final = "tracecard.run.status"
+# model spans (docs/llm.md)
+LLM_API: Final = "tracecard.llm.api"  # "chat.completions" | "responses" | "messages"
+LLM_STREAM: Final = "tracecard.llm.stream"  # bool: the answer came as SSE
+LLM_TTFT_MS: Final = "tracecard.llm.time_to_first_token_ms"  # first output chunk, streams only
+LLM_TOOL_CALLS: Final = "tracecard.llm.tool_calls"  # JSON text: [{id, name, arguments, complete}]
+LLM_STREAM_COMPLETE: Final = "tracecard.llm.stream.complete"  # bool: the stream's end event came
+LLM_ERROR_MESSAGE: Final = "tracecard.llm.error.message"  # the upstream's error text, if any
 
 # --- error.type values -------------------------------------------------------------------------
 ERR_TOOL: Final = "tool_error"

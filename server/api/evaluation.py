@@ -24,7 +24,7 @@ from tracecard.server.evaluation.service import (
     store_suite,
 )
 from tracecard.server.runs.registry import RunInfo
-from tracecard.server.runs.service import RunError, get_run, run_view
+from tracecard.server.runs.service import RunError, get_run, model_kinds, run_urls, run_view
 from tracecard.traces.verdicts import add_verdict
 
 
@@ -103,7 +103,8 @@ class ExperimentController(Controller):
                     "task_id": run.task_id,
                     "trial": run.trial,
                     "instruction": suite.task(run.task_id).instruction,
-                    "urls": run_view(runtime, run)["urls"],
+                    "urls": run_urls(runtime, run.id),
+                    "models": model_kinds(runtime),
                 }
                 for run in runs
             ],

@@ -27,6 +27,7 @@ __all__ = [
     "CommandAgent",
     "PythonAgent",
     "agent_environment",
+    "model_variables",
     "upstream_variable",
 ]
 
@@ -58,7 +59,32 @@ class AgentRunner(Protocol):
 
 def upstream_variable(name: str) -> str:
     """`TRACECARD_UPSTREAM_<NAME>`: the upstream name upper-cased, other characters as `_`."""
-    return f"{ENV_PREFIX}UPSTREAM_{re.sub(r'[^A-Z0-9]', '_', name.upper())}"
+    return f"{ENV_PREFIX}UPSTREAM_{_variable_suffix(name)}"
+
+
+# The base-URL variables the official SDKs (and the frameworks on them) read by themselves.
+_SDK_BASE_URL = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+
+
+def model_variables(run: RunHandle) -> dict[str, str]:
+    """`TRACECARD_LLM_URL_<NAME>` per model upstream; `OPENAI_BASE_URL`/`ANTHROPIC_BASE_URL`
+    when exactly one upstream is of that kind (so an unchanged agent's model calls join the run)."""
+    found: dict[str, str] = {}
+    by_kind: dict[str, list[str]] = {}
+    for name, kind in sorted(run.models.items()):
+        url = run.urls.get(name)
+        if url is None:
+            continue
+        found[f"{ENV_PREFIX}LLM_URL_{_variable_suffix(name)}"] = url
+        by_kind.setdefault(kind, []).append(url)
+    for kind, urls in by_kind.items():
+        if len(urls) == 1 and kind in _SDK_BASE_URL:
+            found[_SDK_BASE_URL[kind]] = urls[0]
+    return found
+
+
+def _variable_suffix(name: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "_", name.upper())
 
 
 def agent_environment(
@@ -92,8 +118,10 @@ def agent_environment(
     )
     for name, url in run.urls.items():
         env[upstream_variable(name)] = url
-    if len(run.urls) == 1:
-        env[f"{ENV_PREFIX}MCP_URL"] = next(iter(run.urls.values()))
+    env.update(model_variables(run))
+    tool_urls = [url for name, url in run.urls.items() if name not in run.models]
+    if len(tool_urls) == 1:
+        env[f"{ENV_PREFIX}MCP_URL"] = tool_urls[0]
     if token:
         env[f"{ENV_PREFIX}API_TOKEN"] = token
     # an OpenTelemetry-instrumented agent's own spans join the run (POST /v1/traces)

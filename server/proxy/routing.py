@@ -1,7 +1,8 @@
 """A tiny prefix router in front of Litestar: proxy paths never touch the framework.
 
-`/mcp/{upstream}`, `/runs/{run_id}/mcp/{upstream}`, `/http/{upstream}/{path}` and
-`/runs/{run_id}/http/{upstream}/{path}` go to the proxy; every other path (the API, the
+`/mcp/{upstream}`, `/runs/{run_id}/mcp/{upstream}`, `/http/{upstream}/{path}`,
+`/runs/{run_id}/http/{upstream}/{path}` and the model APIs at `/llm/{upstream}/{path}` and
+`/runs/{run_id}/llm/{upstream}/{path}` go to the proxy; every other path (the API, the
 viewer's `/runs/{id}` pages, the lifespan) goes to Litestar.
 """
 
@@ -13,10 +14,12 @@ from typing import Any
 from tracecard.server.asgi import BodyTooLarge, ClientGone, Receive, Scope, Send
 from tracecard.server.proxy.errors import ProxyError, send_error
 from tracecard.server.proxy.state import ProxyState
+from tracecard.server.settings import MODEL_KINDS
 
 log = logging.getLogger(__name__)
 
-_PREFIXES = ("/mcp/", "/http/", "/runs/")
+_PREFIXES = ("/mcp/", "/http/", "/llm/", "/runs/")
+_KINDS = ("mcp", "http", "llm")
 
 
 def match(path: str) -> tuple[str, str | None, str, str] | None:
@@ -26,7 +29,7 @@ def match(path: str) -> tuple[str, str | None, str, str] | None:
     parts = path.split("/", 5)  # "", first, ...
     run_id: str | None = None
     if parts[1] == "runs":
-        if len(parts) < 5 or not parts[2] or parts[3] not in ("mcp", "http"):
+        if len(parts) < 5 or not parts[2] or parts[3] not in _KINDS:
             return None
         run_id = parts[2]
         parts = ["", *parts[3:]]
@@ -42,6 +45,13 @@ def match(path: str) -> tuple[str, str | None, str, str] | None:
     if kind == "mcp" and rest:
         return None  # nothing lives below an MCP endpoint
     return kind, run_id, name, rest
+
+
+def _wrong_kind(name: str, kind: str) -> str:
+    if kind in MODEL_KINDS:
+        return f"upstream {name!r} is a model API ({kind}): use /llm/{name}/"
+    where = f"/http/{name}/" if kind == "http" else f"/mcp/{name}"
+    return f"upstream {name!r} is not a model API: use {where}"
 
 
 class ProxyRouter:
@@ -70,6 +80,7 @@ class ProxyRouter:
         self, route: tuple[str, str | None, str, str], scope: Scope, receive: Receive, send: Send
     ) -> None:
         from tracecard.server.proxy.http import handle_http
+        from tracecard.server.proxy.llm import handle_llm
         from tracecard.server.proxy.mcp import handle_mcp
 
         kind, run_id, name, rest = route
@@ -85,6 +96,11 @@ class ProxyRouter:
                     404, f"no upstream named {name!r}; configured: {listed}", upstreams=configured
                 )
             settings = upstream.settings
+            if (kind == "llm") != (settings.kind in MODEL_KINDS):
+                raise ProxyError(404, _wrong_kind(name, settings.kind))
+            if kind == "llm":
+                await handle_llm(state, scope, receive, send, upstream, run_id, rest)
+                return
             if kind == "mcp" and settings.kind == "http":
                 raise ProxyError(404, f"upstream {name!r} is a plain HTTP tool: use /http/{name}/")
             if kind == "http" and settings.kind != "http":

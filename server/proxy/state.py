@@ -35,7 +35,9 @@ class Upstream:
 
     @classmethod
     def build(cls, name: str, settings: UpstreamSettings, default_timeout: float) -> Upstream:
-        url = (settings.url or "").rstrip("/") if settings.kind == "http" else settings.url or ""
+        url = settings.url or ""
+        if settings.kind != "mcp":  # a base URL that paths are appended to
+            url = url.rstrip("/")
         parts = urlsplit(url)
         default_port = 443 if parts.scheme == "https" else 80
         return cls(

@@ -20,6 +20,7 @@ from tracecard.server.runs.registry import (
     root_span,
 )
 from tracecard.server.runtime import Runtime
+from tracecard.server.settings import MODEL_KINDS
 from tracecard.traces.models import RunRow
 
 
@@ -63,9 +64,18 @@ def run_urls(runtime: Runtime, run_id: str) -> dict[str, str]:
     base = runtime.settings.base_url
     urls: dict[str, str] = {}
     for name, upstream in runtime.settings.upstreams.items():
+        if upstream.kind in MODEL_KINDS:  # a base URL for the model SDK (docs/llm.md)
+            urls[name] = f"{base}/runs/{run_id}/llm/{name}"
+            continue
         kind = "http" if upstream.kind == "http" else "mcp"
         urls[name] = f"{base}/runs/{run_id}/{kind}/{name}" + ("/" if kind == "http" else "")
     return urls
+
+
+def model_kinds(runtime: Runtime) -> dict[str, str]:
+    """The model upstreams (`/llm/` URLs among the run's urls) and their API kind."""
+    upstreams = runtime.settings.upstreams
+    return {name: u.kind for name, u in upstreams.items() if u.kind in MODEL_KINDS}
 
 
 def run_view(runtime: Runtime, run: RunRow, **extra: Any) -> dict[str, Any]:
@@ -88,6 +98,7 @@ def run_view(runtime: Runtime, run: RunRow, **extra: Any) -> dict[str, Any]:
         "created_at": run.created_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "urls": run_urls(runtime, run.id),
+        "models": model_kinds(runtime),
         "viewer_url": f"{runtime.settings.base_url}/runs/{run.id}",
     }
     view.update(extra)

@@ -25,6 +25,24 @@ class RunningServer:
 
 
 @contextlib.contextmanager
+def serving(config: uvicorn.Config, what: str = "tracecard") -> Iterator[uvicorn.Server]:
+    """Serve `config` (a real uvicorn) in a thread until the block ends."""
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.02)
+    try:
+        yield server
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@contextlib.contextmanager
 def running_tracecard(settings: Settings) -> Iterator[RunningServer]:
     """Serve `settings` on a free port until the block ends; shutdown flushes every span."""
     port = free_port()
@@ -39,19 +57,8 @@ def running_tracecard(settings: Settings) -> Iterator[RunningServer]:
         log_level="warning",
         access_log=False,
     )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("tracecard did not start")
-        time.sleep(0.02)
-    try:
+    with serving(config) as server:
         yield RunningServer(url=f"http://127.0.0.1:{port}", settings=settings, server=server)
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def runtime_of(running: RunningServer) -> Runtime:

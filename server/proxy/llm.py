@@ -1,0 +1,181 @@
+"""The model side: `/llm/{upstream}/{path}` passes OpenAI- and Anthropic-compatible APIs through.
+
+Every byte goes to the agent as the upstream sent it, chunk by chunk; the recorder reads a copy
+afterwards (SSE events are parsed after each chunk went out). The agent's own API key is
+forwarded (and stored redacted); tracecard's token is never forwarded. docs/llm.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+
+from tracecard.server.proxy.errors import ProxyError, Receive, Scope, Send
+from tracecard.server.proxy.forward import (
+    open_upstream,
+    read_body,
+    response_headers,
+    scan_request_headers,
+    upstream_url,
+)
+from tracecard.server.proxy.relay import STREAM_ERRORS, TIMEOUT_ERRORS, Decoder, watch_disconnect
+from tracecard.server.proxy.sessions import choose_run
+from tracecard.server.proxy.sse import SseParser
+from tracecard.server.proxy.state import ProxyState, Upstream
+from tracecard.server.recording.genai import ModelExchange, record_model_call
+from tracecard.server.recording.genai_output import api_of
+from tracecard.server.recording.genai_stream import StreamReader
+from tracecard.traces import semconv
+
+# A whole body is kept for the span up to this size (a model answer is rarely near it).
+_KEEP_MAX = 8 * 1024 * 1024
+
+
+async def handle_llm(
+    state: ProxyState,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    upstream: Upstream,
+    path_run: str | None,
+    path: str,
+) -> None:
+    """Forward one model API request and record it as one span."""
+    headers = scan_request_headers(scope["headers"])
+    run = await choose_run(state, scope, upstream, headers, path_run, None)
+    body = await read_body(receive, state.runtime.settings.max_body_bytes, headers.content_length)
+    start_ns = time.time_ns()
+    raw_query: bytes = scope.get("query_string", b"")
+    forward = headers.forward + upstream.extra_headers
+    exchange = ModelExchange(
+        run=run,
+        upstream=upstream.name,
+        provider=upstream.settings.kind,
+        api=api_of(upstream.settings.kind, path),
+        method=scope["method"],
+        path=path,
+        request_body=body,
+        start_ns=start_ns,
+        headers=headers.forward,
+        trace_headers=headers.trace_headers,
+        role=headers.role,
+        server_address=upstream.host,
+        server_port=upstream.port,
+    )
+    url = upstream_url(upstream, raw_query, path)
+    try:
+        response = await open_upstream(
+            state.client, scope["method"], url, forward, body, upstream.timeout_s
+        )
+    except (*TIMEOUT_ERRORS, *STREAM_ERRORS) as exc:
+        _failed(exchange, upstream, exc, started=False)
+        record_model_call(state.recorder, exchange, time.time_ns())
+        timed_out = exchange.error == semconv.ERR_TIMEOUT
+        raise ProxyError(504 if timed_out else 502, exchange.error_text) from None
+    exchange.status_code = response.status_code
+    await send(
+        {
+            "type": "http.response.start",
+            "status": response.status_code,
+            "headers": response_headers(response.headers.raw),
+        }
+    )
+    streamed = response.headers.get("content-type", "").startswith("text/event-stream")
+    exchange.streamed = streamed
+    if streamed and exchange.api is not None:
+        complete = await _relay_stream(response, receive, send, upstream, exchange)
+    else:
+        complete = await _relay_whole(response, send, upstream, exchange)
+    end_ns = time.time_ns()
+    if complete:  # the agent has the whole answer before anything is recorded
+        await send({"type": "http.response.body", "body": b""})
+    # else: the body is left unended, so the server closes the connection and the agent sees
+    # the upstream's failure as it would have on a direct connection (not a clean end)
+    record_model_call(state.recorder, exchange, end_ns)
+
+
+async def _relay_whole(
+    response: httpx.Response, send: Send, upstream: Upstream, exchange: ModelExchange
+) -> bool:
+    """Send the body on as it arrives; keep a decoded copy. False when the upstream broke off."""
+    decoder = Decoder(response.headers.get("Content-Encoding", ""))
+    kept: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(upstream.timeout_s):
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                size += len(chunk)
+                if size <= _KEEP_MAX:
+                    kept.append(decoder.feed(chunk))
+    except (*TIMEOUT_ERRORS, *STREAM_ERRORS) as exc:
+        _failed(exchange, upstream, exc)
+        return False
+    finally:
+        await response.aclose()
+    exchange.response_body = b"".join(kept)
+    exchange.response_size = len(exchange.response_body) if size <= _KEEP_MAX else size
+    return True
+
+
+async def _relay_stream(
+    response: httpx.Response,
+    receive: Receive,
+    send: Send,
+    upstream: Upstream,
+    exchange: ModelExchange,
+) -> bool:
+    """Stream SSE on event by event; read each event after its bytes went out.
+
+    The upstream's timeout bounds the wait for each chunk, not the whole (long) generation.
+    """
+    assert exchange.api is not None
+    parser = SseParser()
+    reader = StreamReader(exchange.api)
+    decoder = Decoder(response.headers.get("Content-Encoding", ""))
+    loop = asyncio.get_running_loop()
+    watcher = watch_disconnect(receive)
+    complete = True
+    try:
+        async with asyncio.timeout(upstream.timeout_s) as timer:
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                timer.reschedule(loop.time() + upstream.timeout_s)
+                for event in parser.feed(decoder.feed(chunk)):
+                    reader.event(event.event, event.data)
+        for event in parser.close():
+            reader.event(event.event, event.data)
+    except (*TIMEOUT_ERRORS, *STREAM_ERRORS) as exc:
+        _failed(exchange, upstream, exc)
+        complete = False
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if not watcher.done() or watcher.cancelled() or task is None:
+            raise
+        task.uncancel()  # the agent went away: stop reading (the model stops generating)
+        exchange.error = "client_disconnected"
+        exchange.error_text = "the agent disconnected before the stream ended"
+        complete = False
+    finally:
+        watcher.cancel()
+        await response.aclose()
+    exchange.stream_output = reader.finish()
+    return complete
+
+
+def _failed(
+    exchange: ModelExchange, upstream: Upstream, exc: BaseException, started: bool = True
+) -> None:
+    """The exchange's transport error: before the head (unavailable) or during the body."""
+    name = f"upstream {upstream.name!r}"
+    if isinstance(exc, TIMEOUT_ERRORS):
+        exchange.error = semconv.ERR_TIMEOUT
+        exchange.error_text = f"{name} sent nothing for {upstream.timeout_s}s"
+    elif started:
+        exchange.error = semconv.ERR_PROTOCOL
+        exchange.error_text = f"{name} broke off the response ({type(exc).__name__})"
+    else:
+        exchange.error = semconv.ERR_UNAVAILABLE
+        exchange.error_text = f"{name} is unavailable ({type(exc).__name__}: {exc})"
