@@ -12,10 +12,10 @@ import time
 
 import httpx
 
-from tracecard.server.proxy.errors import ProxyError, Receive, Scope, Send
+from tracecard.server.asgi import Receive, Scope, Send, read_body
+from tracecard.server.proxy.errors import ProxyError
 from tracecard.server.proxy.forward import (
     open_upstream,
-    read_body,
     response_headers,
     scan_request_headers,
     upstream_url,
@@ -43,7 +43,7 @@ async def handle_llm(
     path: str,
 ) -> None:
     """Forward one model API request and record it as one span."""
-    headers = scan_request_headers(scope["headers"])
+    headers = scan_request_headers(scope["headers"], state.runtime.verifier_key)
     run = await choose_run(state, scope, upstream, headers, path_run, None)
     body = await read_body(receive, state.runtime.settings.max_body_bytes, headers.content_length)
     start_ns = time.time_ns()
@@ -61,6 +61,7 @@ async def handle_llm(
         headers=headers.forward,
         trace_headers=headers.trace_headers,
         role=headers.role,
+        role_header=headers.role_header,
         server_address=upstream.host,
         server_port=upstream.port,
     )

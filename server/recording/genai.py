@@ -37,6 +37,7 @@ class ModelExchange:
     headers: list[tuple[str, str]] = field(default_factory=list)  # as forwarded
     trace_headers: dict[str, str] = field(default_factory=dict)
     role: str = semconv.ROLE_AGENT
+    role_header: str | None = None  # a client-sent `Tracecard-Role`: recorded, never trusted
     server_address: str | None = None
     server_port: int | None = None
     status_code: int | None = None
@@ -175,6 +176,8 @@ def record_model_call(recorder: Recorder, exchange: ModelExchange, end_ns: int) 
         semconv.LLM_STREAM: exchange.streamed,
         **_headers(recorder, exchange.headers),
     }
+    if exchange.role_header is not None:
+        attributes[semconv.ROLE_HEADER] = exchange.role_header
     if exchange.api is not None:
         attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.OP_CHAT
         attributes[semconv.LLM_API] = exchange.api
