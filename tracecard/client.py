@@ -167,6 +167,11 @@ class TracecardClient:
         """A run: status, final answer, scores, URLs."""
         return self._json("GET", f"/api/runs/{run_id}")
 
+    def next_turn(self, run_id: str) -> dict[str, Any]:
+        """The run's next user message: `{done: false, index, count, user, instruction}`, or
+        `{done: true}` after the last turn. Asking closes the open turn: its probes run first."""
+        return self._json("POST", f"/api/runs/{run_id}/turns/next")
+
     def finish_run(
         self,
         run_id: str,

@@ -23,6 +23,7 @@ from tracecard.server.evaluation.service import (
     scorecard_for,
     store_suite,
 )
+from tracecard.server.evaluation.turns import next_turn
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunError, get_run, model_kinds, run_urls, run_view
 from tracecard.traces.verdicts import add_verdict
@@ -209,6 +210,11 @@ class RunEvaluationController(Controller):
             "scores": [c.model_dump(mode="json") for c in scores.components],
             "flags": scores.flags,
         }
+
+    @post("/{run_id:str}/turns/next", status_code=200, summary="The next user message of a task")
+    async def next_turn(self, state: State, run_id: str) -> dict[str, Any]:
+        runtime = runtime_of(state)
+        return await service_call(next_turn(runtime, run_id))
 
     @post("/{run_id:str}/verdicts", status_code=201, summary="Record a person's verdict")
     async def verdict(self, state: State, run_id: str, data: VerdictCreate) -> dict[str, Any]:

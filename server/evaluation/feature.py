@@ -20,6 +20,7 @@ from tracecard.server.evaluation.hooks import (
     resolve_run_create,
     root_events,
 )
+from tracecard.server.evaluation.turns import close_turns
 from tracecard.server.runtime import Runtime
 from tracecard.traces.models import RunRow
 
@@ -45,6 +46,7 @@ async def _run_scores(runtime: Runtime, run: RunRow) -> dict[str, Any]:
 def install(runtime: Runtime) -> None:
     """Suites and experiments: run creation from a task, probes and scorers at finish."""
     runtime.hooks.resolve_run_create = resolve_run_create
+    runtime.hooks.on_finish.append(close_turns)  # the last turn's probes, before scoring
     runtime.hooks.on_finish.append(probe_and_score)
     runtime.hooks.root_events = root_events
     runtime.hooks.run_scores = _run_scores

@@ -12,6 +12,7 @@ import anyio.to_thread
 import httpx2
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event
 
 from tracecard.scorers import ComponentScore, RunFacts, Task, check_call, score_run
@@ -128,6 +129,24 @@ async def _call_tool_through_proxy(
     return dumped
 
 
+def probe_context(
+    runtime: Runtime, run: RunRow, parent: Context | None, turn: int | None = None
+) -> ProbeContext:
+    """What the probes of `run` may touch; `turn` marks the probes of one turn's boundary."""
+    return ProbeContext(
+        call_tool=lambda upstream, tool, args: _call_tool_through_proxy(
+            runtime, run.id, upstream, tool, args
+        ),
+        http=runtime.http,
+        sandbox=Path(run.sandbox) if run.sandbox else None,
+        tracer=runtime.tracer,
+        run_id=run.id,
+        parent=parent,
+        timeout_s=runtime.settings.upstream_timeout_s,
+        turn=turn,
+    )
+
+
 async def probe_and_score(runtime: Runtime, run: RunRow) -> dict[str, Any] | None:
     """Finish hook: run the task's probes (recorded as verifier spans), then score the run."""
     task = tasks_of(runtime).get(run.id) or await anyio.to_thread.run_sync(
@@ -137,18 +156,7 @@ async def probe_and_score(runtime: Runtime, run: RunRow) -> dict[str, Any] | Non
         return None
     if task.outcome is not None and task.outcome.probes:
         info = await runtime.runs.resolve(run.id)
-        context = ProbeContext(
-            call_tool=lambda upstream, tool, args: _call_tool_through_proxy(
-                runtime, run.id, upstream, tool, args
-            ),
-            http=runtime.http,
-            sandbox=Path(run.sandbox) if run.sandbox else None,
-            tracer=runtime.tracer,
-            run_id=run.id,
-            parent=info.context if info else None,
-            timeout_s=runtime.settings.upstream_timeout_s,
-        )
-        await run_probes(task, context)
+        await run_probes(task, probe_context(runtime, run, info.context if info else None))
     await runtime.flush()
     fresh = await anyio.to_thread.run_sync(runtime.store.get_run, run.id)
     assert fresh is not None

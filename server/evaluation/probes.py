@@ -17,11 +17,11 @@ import orjson
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from tracecard.scorers.spec import FileProbe, HttpProbe, ToolProbe
+from tracecard.scorers.spec import FileProbe, HttpProbe, OutcomeSpec, ToolProbe
 from tracecard.scorers.suite import Task
 from tracecard.traces import semconv as sc
 
-__all__ = ["ProbeContext", "ProbeError", "ProbeOutcome", "run_probes"]
+__all__ = ["ProbeContext", "ProbeError", "ProbeOutcome", "run_outcome_probes", "run_probes"]
 
 CallTool = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 MAX_FILE_BYTES = 1_000_000
@@ -43,6 +43,7 @@ class ProbeContext:
     parent: otel_context.Context | None
     timeout_s: float
     max_file_bytes: int = MAX_FILE_BYTES
+    turn: int | None = None  # the turn whose boundary these probes check (None: the run's end)
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,8 @@ def _attributes(probe: ToolProbe | HttpProbe | FileProbe, ctx: ProbeContext) -> 
         sc.PROBE_ID: probe.id,
         sc.PROBE_KIND: probe.kind,
     }
+    if ctx.turn is not None:
+        attrs[sc.TURN_INDEX] = ctx.turn
     if isinstance(probe, ToolProbe):
         attrs |= {
             sc.MCP_METHOD_NAME: "tools/call",
@@ -181,6 +184,11 @@ async def _run_one(probe: ToolProbe | HttpProbe | FileProbe, ctx: ProbeContext) 
 
 async def run_probes(task: Task, ctx: ProbeContext) -> list[ProbeOutcome]:
     """Run every outcome probe of `task` in order; each is recorded as a verifier span."""
-    if task.outcome is None:
+    return await run_outcome_probes(task.outcome, ctx)
+
+
+async def run_outcome_probes(outcome: OutcomeSpec | None, ctx: ProbeContext) -> list[ProbeOutcome]:
+    """Run the probes of one outcome spec (the task's, or one turn's with `ctx.turn` set)."""
+    if outcome is None:
         return []
-    return [await _run_one(probe, ctx) for probe in task.outcome.probes]
+    return [await _run_one(probe, ctx) for probe in outcome.probes]

@@ -67,6 +67,7 @@ class RunInfo:
     sandbox: str | None = None
     created_ns: int = field(default_factory=time.time_ns)
     _context: Context | None = None
+    _turn_context: Context | None = None  # the open turn span of a multi-turn run
 
     @classmethod
     def from_row(cls, row: RunRow) -> RunInfo:
@@ -85,9 +86,21 @@ class RunInfo:
             created_ns=int(created.timestamp() * 1e9),
         )
 
+    def enter_turn(self, context: Context | None) -> None:
+        """Parent the run's next proxied spans on a turn span (None: on the root again)."""
+        self._turn_context = context
+
+    @property
+    def root_context(self) -> Context:
+        """An OTel context whose current span is this run's root span."""
+        return self._root_context()
+
     @property
     def context(self) -> Context:
-        """An OTel context whose current span is this run's root (parent of proxy spans)."""
+        """The parent of proxy spans: the open turn's span, else the run's root."""
+        return self._turn_context or self._root_context()
+
+    def _root_context(self) -> Context:
         if self._context is None:
             span_context = SpanContext(
                 trace_id=int(self.trace_id, 16),
