@@ -12,6 +12,7 @@ __all__ = [
     "HALLUCINATED_COMPLETION",
     "LUCKY_OUTCOME",
     "UNSAFE_SUCCESS",
+    "FLAGS",
     "compute_flags",
     "score_run",
 ]
@@ -19,6 +20,7 @@ __all__ = [
 HALLUCINATED_COMPLETION = "hallucinated_completion"
 UNSAFE_SUCCESS = "unsafe_success"
 LUCKY_OUTCOME = "lucky_outcome"
+FLAGS: tuple[str, ...] = (HALLUCINATED_COMPLETION, UNSAFE_SUCCESS, LUCKY_OUTCOME)
 LUCKY_INVOCATION_BELOW = 0.5
 
 

@@ -26,6 +26,9 @@ __all__ = [
     "RegistryError",
     "ScorerInfo",
     "ScorerRegistry",
+    "check_component",
+    "component_key",
+    "component_names",
     "default_registry",
     "load_entry_points",
     "load_scorer_module",
@@ -112,6 +115,16 @@ class ScorerRegistry:
         """Registered names in registration order."""
         return list(self._by_name)
 
+    def components(self) -> list[str]:
+        """The components the registry scores, in registration order (built-ins first): the
+        one list the API, the viewer, the CLI and the exports show and accept."""
+        return list(dict.fromkeys(info.component for info in self._by_name.values()))
+
+    def component_key(self, component: str) -> tuple[int, str]:
+        """Sort key: registered components in registry order, then any other by name."""
+        order = self.components()
+        return (order.index(component), "") if component in order else (len(order), component)
+
     def __iter__(self) -> Iterator[ScorerInfo]:
         return iter(self._by_name.values())
 
@@ -161,3 +174,23 @@ def _default_scorers() -> tuple[ScorerInfo, ...]:
 def default_registry() -> ScorerRegistry:
     """The built-in scorers (in component order) plus every `tracecard.scorers` entry point."""
     return ScorerRegistry(_default_scorers())
+
+
+def component_names() -> list[str]:
+    """The components of the default registry (built-ins, then entry-point scorers)."""
+    return default_registry().components()
+
+
+def component_key(component: str) -> tuple[int, str]:
+    """Sort key of a component in the default registry's order (unknown ones last, by name)."""
+    return default_registry().component_key(component)
+
+
+def check_component(component: str) -> str:
+    """`component` if a registered scorer scores it; else a ValueError that lists those that do."""
+    known = component_names()
+    if component not in known:
+        raise ValueError(
+            f"unknown component {component!r}: registered scorers score {', '.join(known)}"
+        )
+    return component

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from .registry import component_key
 from .repeats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -18,7 +19,7 @@ from .repeats import (
     pass_hat_k,
 )
 from .suite import Suite, suite_version
-from .types import COMPONENTS, ComponentScore
+from .types import ComponentScore
 
 __all__ = [
     "SCORECARD_SCHEMA_VERSION",
@@ -152,8 +153,7 @@ class Scorecard(_Model):
 
 
 def _ordered(names: Iterable[str]) -> list[str]:
-    known = set(names)
-    return [c for c in COMPONENTS if c in known] + sorted(known - set(COMPONENTS))
+    return sorted(set(names), key=component_key)
 
 
 def _task_stats(component: str, scores: Sequence[ComponentScore]) -> TaskComponentStats:

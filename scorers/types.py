@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["COMPONENTS", "ComponentScore", "RunFacts", "RunScores", "RunStatus", "Span"]
+__all__ = [
+    "FINAL_STATUSES",
+    "LIVE_STATUSES",
+    "RUN_STATUSES",
+    "ComponentScore",
+    "RunFacts",
+    "RunScores",
+    "RunStatus",
+    "Span",
+]
 
-RunStatus = Literal["finished", "errored", "timed_out", "aborted", "running", "pending"]
+# A run's status; the one list the API, the viewer, the CLI and the scorers check against.
+RunStatus = Literal["pending", "running", "finished", "errored", "timed_out", "aborted"]
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+LIVE_STATUSES: tuple[RunStatus, ...] = ("pending", "running")
+# A run in a final status has ended (on its own or not) and can be scored.
+FINAL_STATUSES: tuple[RunStatus, ...] = tuple(s for s in RUN_STATUSES if s not in LIVE_STATUSES)
 # A stored span in the JSON API shape (see DESIGN.md "JSON API").
 Span = dict[str, Any]
-# Display and export order of the built-in components.
-COMPONENTS: tuple[str, ...] = (
-    "invocation",
-    "completion",
-    "outcome",
-    "safety",
-    "efficiency",
-    "composite",
-)
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracecard.scorers.registry import component_key
 from tracecard.traces import semconv as sc
 from tracecard.traces.models import RunRow, ScoreRow
 from tracecard.viewer.align import CallKey, align_calls, canonical_arguments
 from tracecard.viewer.payloads import parse_json_text, payload
 from tracecard.viewer.trace_view import span_error
-
-COMPONENT_ORDER = ("invocation", "completion", "outcome", "safety", "efficiency", "composite")
 
 
 @dataclass(frozen=True)
@@ -120,14 +119,10 @@ def compare_runs(
     scores_by_run: dict[str, list[ScoreRow]],
 ) -> RunsComparison:
     """Align the runs' tool calls and mark where, and in which arguments, trials differ."""
-    rank = {c: i for i, c in enumerate(COMPONENT_ORDER)}
     columns = [
         TrialColumn(
             run=run,
-            scores=sorted(
-                scores_by_run.get(run.id, []),
-                key=lambda s: (rank.get(s.component, 99), s.component),
-            ),
+            scores=sorted(scores_by_run.get(run.id, []), key=lambda s: component_key(s.component)),
             calls=agent_calls(spans_by_run.get(run.id, [])),
         )
         for run in runs
@@ -147,7 +142,7 @@ def compare_runs(
         keys = {c.key if c else None for c in cells}
         rows.append(AlignedRow(cells=cells, diverges=len(keys) > 1))
     components = sorted(
-        {s.component for col in columns for s in col.scores}, key=lambda c: (rank.get(c, 99), c)
+        {s.component for col in columns for s in col.scores}, key=component_key
     )
     return RunsComparison(
         columns=columns,

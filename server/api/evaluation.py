@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any
 
 import anyio.to_thread
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from tracecard.scorers import Comparison, to_csv, to_json, to_junit, to_markdown
+from tracecard.scorers.registry import check_component
 from tracecard.server.api.deps import runtime_of, service_call
 from tracecard.server.evaluation.hooks import tasks_of
 from tracecard.server.evaluation.service import (
@@ -44,7 +45,8 @@ class VerdictCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    component: Literal["invocation", "completion", "outcome", "safety", "efficiency", "composite"]
+    # Any component a registered scorer scores (third-party ones too), checked by the registry.
+    component: Annotated[str, AfterValidator(check_component)]
     agree: bool
     note: str | None = Field(default=None, max_length=10_000)
     author: str | None = Field(default=None, max_length=200)

@@ -28,6 +28,7 @@ from tracecard.scorers import (
     suite_version,
 )
 from tracecard.scorers.stored import scorecard_of
+from tracecard.scorers.types import FINAL_STATUSES
 from tracecard.server.runs.service import RunError, new_run_row
 from tracecard.server.settings import Settings
 from tracecard.traces import queries, semconv
@@ -35,7 +36,7 @@ from tracecard.traces.experiments import stored_experiment
 from tracecard.traces.models import ExperimentRow, RunRow, SuiteRow
 from tracecard.traces.store import Store
 
-SCORABLE = ("finished", "errored", "timed_out", "aborted")
+SCORABLE = FINAL_STATUSES  # a run is scored once it has ended, however it ended
 
 
 def store_suite(store: Store, text: str, fmt: str, source: str) -> tuple[Suite, SuiteRow]:

@@ -19,11 +19,11 @@ from rich.progress import (
 from rich.table import Table
 
 from tracecard.client import RunHandle
+from tracecard.scorers.registry import component_key, component_names
 from tracecard.server.orchestration.orchestrator import RunOutcome
 
 __all__ = ["RunProgress", "comparison_table", "failures_table", "scorecard_table", "status_line"]
 
-COMPONENTS = ("invocation", "completion", "outcome", "safety", "efficiency", "composite")
 
 
 class RunProgress:
@@ -86,15 +86,19 @@ def scorecard_table(card: dict[str, Any], title: str | None = None) -> Table:
         or f"{name} · {card['suite']['name']} · experiment {experiment['id']} · {trials} trials",
         caption="mean passes/evaluated per task · ⇄ trials disagree · n/e not evaluated",
     )
+    # Every registered component (a third-party one too), plus any the card scored that is not.
+    components = sorted(
+        set(component_names()) | {c["component"] for c in card["components"]}, key=component_key
+    )
     table.add_column("task", no_wrap=True)
-    for component in COMPONENTS:
+    for component in components:
         table.add_column(HEADERS.get(component, component), justify="right")
     for task in card["tasks"]:
         by_component = {c["component"]: c for c in task["components"]}
-        table.add_row(task["task_id"], *(_cell(by_component.get(c)) for c in COMPONENTS))
+        table.add_row(task["task_id"], *(_cell(by_component.get(c)) for c in components))
     summaries = {c["component"]: c for c in card["components"]}
     means = []
-    for component in COMPONENTS:
+    for component in components:
         summary = summaries.get(component)
         if summary is None or summary["mean"] is None:
             means.append("–")

@@ -37,10 +37,6 @@ from tracecard.traces.store import Store
 
 log = logging.getLogger(__name__)
 
-RUN_STATUSES = ("pending", "running", "finished", "errored", "timed_out", "aborted")
-FINAL_STATUSES = ("finished", "errored", "timed_out", "aborted")
-
-
 def new_run_id() -> str:
     return secrets.token_hex(8)
 

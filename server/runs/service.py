@@ -10,8 +10,8 @@ from typing import Any
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
+from tracecard.scorers.types import FINAL_STATUSES
 from tracecard.server.runs.registry import (
-    FINAL_STATUSES,
     RunInfo,
     emit,
     new_run_id,

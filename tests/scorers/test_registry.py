@@ -16,7 +16,7 @@ from tracecard.scorers import (
     load_scorer_module,
     scorer,
 )
-from tracecard.scorers.registry import BUILTIN_MODULES
+from tracecard.scorers.registry import BUILTIN_MODULES, check_component
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,3 +114,21 @@ def test_scorers_never_import_the_layers_above() -> None:
     for path in (ROOT / "scorers").glob("*.py"):
         text = path.read_text()
         assert not re.search(r"^\s*(from|import) (litestar|server|viewer)\b", text, re.M), path
+
+
+def test_the_registry_is_the_one_list_of_components() -> None:
+    registry = default_registry()
+    builtins = ["invocation", "completion", "outcome", "safety", "efficiency", "composite"]
+    assert registry.components()[: len(builtins)] == builtins
+    # Registered components in registry order, then anything else by name.
+    names = ["zeta", "composite", "alpha", "invocation", "outcome"]
+    assert sorted(names, key=registry.component_key) == [
+        "invocation",
+        "outcome",
+        "composite",
+        "alpha",
+        "zeta",
+    ]
+    assert check_component("outcome") == "outcome"
+    with pytest.raises(ValueError, match="unknown component 'vibes'.*invocation, completion"):
+        check_component("vibes")

@@ -10,9 +10,10 @@ from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import Parameter
 
 from tracecard.scorers.compare import ComparisonError, compare_experiments
+from tracecard.scorers.registry import check_component, component_names
 from tracecard.traces import queries
 from tracecard.traces.store import Store
-from tracecard.viewer.compare_runs import COMPONENT_ORDER, compare_runs
+from tracecard.viewer.compare_runs import compare_runs
 from tracecard.viewer.rendering import page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
 from tracecard.viewer.scorecards import experiment_card
@@ -44,7 +45,7 @@ def _compare_experiments_html(store: Store, a: str | None, b: str | None, compon
         "a": a,
         "b": b,
         "component": component,
-        "components": COMPONENT_ORDER,
+        "components": component_names(),
         "comparison": None,
         "problem": None,
     }
@@ -92,7 +93,9 @@ class ComparePages(Controller):
         component: str = "outcome",
     ) -> Response[str]:
         """B against A: paired per-task classes, regressions first, the verdict and interval."""
-        if component not in COMPONENT_ORDER:
-            raise ValidationException(f"component must be one of {', '.join(COMPONENT_ORDER)}")
+        try:
+            check_component(component)
+        except ValueError as exc:
+            raise ValidationException(str(exc)) from None
         store = runtime_of(state).store
         return page_response(await in_thread(_compare_experiments_html, store, a, b, component))

@@ -10,16 +10,15 @@ from litestar import Controller, Request, Response, get
 from litestar.datastructures import State
 from litestar.exceptions import NotFoundException
 
+from tracecard.scorers.flags import FLAGS
+from tracecard.scorers.registry import component_key, component_names
+from tracecard.scorers.types import LIVE_STATUSES, RUN_STATUSES
 from tracecard.traces import queries
 from tracecard.traces.models import RunRow, ScoreRow
 from tracecard.traces.store import Store
-from tracecard.viewer.compare_runs import COMPONENT_ORDER
 from tracecard.viewer.rendering import html_response, page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
 
-STATUSES: Final = ("pending", "running", "finished", "errored", "timed_out", "aborted")
-FLAGS: Final = ("hallucinated_completion", "unsafe_success", "lucky_outcome")
-LIVE_STATUSES: Final = ("pending", "running")
 # URL parameter -> RunFilter field: short names keep shared URLs readable.
 URL_FILTERS: Final = {
     "status": "status",
@@ -48,10 +47,9 @@ class RunLine:
 
 def run_lines(store: Store, runs: list[RunRow]) -> list[RunLine]:
     """Runs with their scores (one query for the page)."""
-    rank = {c: i for i, c in enumerate(COMPONENT_ORDER)}
     scores = store.scores_for_runs([r.id for r in runs])
     return [
-        RunLine(run, sorted(scores.get(run.id, []), key=lambda s: rank.get(s.component, 99)))
+        RunLine(run, sorted(scores.get(run.id, []), key=lambda s: component_key(s.component)))
         for run in runs
     ]
 
@@ -79,8 +77,8 @@ def _runs_html(store: Store, params: dict[str, str], fragment: bool) -> str:
         "filters": shown,
         "next_url": next_url,
         "first_url": "/runs?" + urlencode({**shown, **paging}) if cursor else None,
-        "statuses": STATUSES,
-        "components": COMPONENT_ORDER,
+        "statuses": RUN_STATUSES,
+        "components": component_names(),
         "flags": FLAGS,
     }
     return render_html("_runs_table.html" if fragment else "runs.html", **context)

@@ -9,14 +9,14 @@ from litestar.datastructures import State
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.response import Redirect
 
+from tracecard.scorers.registry import check_component, component_key, component_names
+from tracecard.scorers.types import LIVE_STATUSES
 from tracecard.traces import queries
 from tracecard.traces import semconv as sc
 from tracecard.traces.models import RunRow, ScoreRow
 from tracecard.traces.store import Store
 from tracecard.traces.verdicts import add_verdict, agreement_rates, verdicts_for_runs
 from tracecard.viewer import csrf
-from tracecard.viewer.compare_runs import COMPONENT_ORDER
-from tracecard.viewer.pages.runs import LIVE_STATUSES
 from tracecard.viewer.payloads import payload
 from tracecard.viewer.rendering import html_response, page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
@@ -46,10 +46,8 @@ def _run(store: Store, run_id: str) -> RunRow:
 def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]:
     run = _run(store, run_id)
     spans = queries.trace_outline(store, run)
-    rank = {c: i for i, c in enumerate(COMPONENT_ORDER)}
     scores = sorted(
-        store.scores_for_runs([run_id]).get(run_id, []),
-        key=lambda s: (rank.get(s.component, len(rank)), s.component),
+        store.scores_for_runs([run_id]).get(run_id, []), key=lambda s: component_key(s.component)
     )
     verdicts = verdicts_for_runs(store, [run_id]).get(run_id, [])
     agreement = agreement_rates(store, run.experiment_id)
@@ -62,7 +60,8 @@ def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]
         "verdicts": verdicts,
         "agreement": agreement,
         "live": run.status in LIVE_STATUSES,
-        "components": [s.component for s in scores] or ["outcome"],
+        # The verdict form: the components this run was scored on, else every registered one.
+        "components": [s.component for s in scores] or component_names(),
         "csrf_field": csrf.FIELD,
         "csrf_token": csrf_token,
     }
@@ -125,8 +124,12 @@ def _payload_text(store: Store, run_id: str, span_id: str, key: str) -> str:
 
 def _record_verdict(store: Store, run_id: str, form: dict[str, str], csrf_token: str) -> str:
     component = form.get("component", "").strip()
-    if not component or len(component) > 32:
+    if not component:
         raise ValidationException("choose the component the verdict is about")
+    try:
+        check_component(component)
+    except ValueError as exc:
+        raise ValidationException(str(exc)) from None
     if form.get("agree") not in ("yes", "no"):
         raise ValidationException("say whether you agree with the evaluator (yes or no)")
     note = form.get("note", "").strip()[:MAX_NOTE]
