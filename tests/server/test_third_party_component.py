@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import textwrap
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -163,16 +164,17 @@ async def test_a_registered_tone_scorer_flows_through_every_reader(
         )
         assert compare_page.status_code == 200
         assert "regressed" in compare_page.text
+        found = re.search(r'name="csrf_token" value="([0-9a-f]+)"', trace)
+        assert found is not None
+        token = found.group(1)
         form = await client.post(
             f"/runs/{polite_run}/verdicts",
-            data={"component": "tone", "agree": "no"},
-            headers={"origin": "http://testserver.local"},
+            data={"component": "tone", "agree": "no", "csrf_token": token},
         )
         assert form.status_code == 200, form.text
         bad_form = await client.post(
             f"/runs/{polite_run}/verdicts",
-            data={"component": "vibes", "agree": "no"},
-            headers={"origin": "http://testserver.local"},
+            data={"component": "vibes", "agree": "no", "csrf_token": token},
         )
         assert bad_form.status_code == 400
 
