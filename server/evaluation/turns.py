@@ -16,10 +16,11 @@ import anyio.to_thread
 from opentelemetry import trace
 
 from tracecard.scorers import Task
+from tracecard.scorers.types import FINAL_STATUSES
 from tracecard.server.evaluation.hooks import probe_context, tasks_of
 from tracecard.server.evaluation.probes import run_outcome_probes
 from tracecard.server.evaluation.service import task_of
-from tracecard.server.runs.registry import FINAL_STATUSES, RunInfo
+from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunError, get_run
 from tracecard.server.runtime import Runtime
 from tracecard.traces import semconv as sc
