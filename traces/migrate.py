@@ -8,11 +8,14 @@ from typing import TYPE_CHECKING
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy import text
 
 if TYPE_CHECKING:
     from tracecard.traces.store import Store
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# One PostgreSQL advisory lock key for tracecard's migrations (the bytes of "tracecard").
+MIGRATION_LOCK_KEY = 0x7472616365636172
 
 
 def alembic_config() -> Config:
@@ -22,11 +25,17 @@ def alembic_config() -> Config:
 
 
 def upgrade(store: Store, revision: str = "head") -> None:
-    """Bring the database to `revision`; safe to call on every start."""
+    """Bring the database to `revision`; safe to call on every start, by several processes at
+    once: on PostgreSQL the migration runs under a transaction-scoped advisory lock, so a
+    second `tracecard serve` waits for the first and then finds the schema at head."""
     # Alembic narrates every step at INFO; a server start should stay quiet unless asked.
     logging.getLogger("alembic").setLevel(logging.WARNING)
     config = alembic_config()
     with store.engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+            )
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
 
