@@ -6,6 +6,8 @@ only when its request has been answered (which happens after commit). Also measu
 plus `Store.insert_spans` in-process, without HTTP.
 
 Run: .venv/bin/python bench/otlp_ingest.py [--spans 200000] [--batch 1000] [--concurrency 4]
+     .venv/bin/python bench/otlp_ingest.py --peak-mb 16.5   (the server's peak memory for one
+     request of that size, protobuf and JSON; the server's span cap is raised to let it in)
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.processes import free_port, stop, wait_for_port  # noqa: E402
-from tracecard.traces.otlp import encode_protobuf  # noqa: E402
+from tracecard.traces.otlp import encode_otlp_json, encode_protobuf  # noqa: E402
 from tracecard.traces.otlp_ingest import decode_protobuf  # noqa: E402
 from tracecard.traces.store import Store  # noqa: E402
 
 
-def make_batch(run_id: str, trace_id: str, size: int) -> bytes:
+def make_batch(
+    run_id: str, trace_id: str, size: int, encoding: str = "protobuf", tiny: bool = False
+) -> bytes:
     now = time.time_ns()
     spans = []
     for index in range(size):
@@ -59,7 +63,70 @@ def make_batch(run_id: str, trace_id: str, size: int) -> bytes:
                 "scope": "agent",
             }
         )
-    return encode_protobuf(spans, {"service.name": "bench-agent", "service.version": "1.0"})
+        if tiny:  # the most spans per byte: the run joins by the request's header instead
+            spans[-1]["attributes"] = {}
+            spans[-1]["parent_span_id"] = None
+    resource = {"service.name": "bench-agent", "service.version": "1.0"}
+    if encoding == "json":
+        for span in spans:
+            span["resource"] = resource
+        return encode_otlp_json(spans)
+    return encode_protobuf(spans, resource)
+
+
+def _rss_kib(pid: int, field: str) -> int:
+    """`VmHWM` (peak) or `VmRSS` of a process, in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/{pid}/status")
+
+
+def peak(size_mb: float) -> None:
+    """One request of `size_mb` per encoding, each to a fresh server: its peak memory."""
+    for encoding, media, per_span, tiny in (
+        ("protobuf", "application/x-protobuf", 376, False),
+        ("protobuf", "application/x-protobuf", 70, True),
+        ("json", "application/json", 830, False),
+        ("json", "application/json", 205, True),
+    ):
+        tmp = Path(tempfile.mkdtemp(prefix="tc-otlp-peak-"))
+        port = free_port()
+        env = {
+            **os.environ,
+            "TRACECARD_SANDBOX_ROOT": str(tmp / "sb"),
+            "TRACECARD_MAX_BODY_BYTES": str(64 * 1024 * 1024),
+            "TRACECARD_OTLP_MAX_SPANS": "1000000",
+        }
+        command = [str(ROOT / ".venv/bin/tracecard"), "serve", "--port", str(port)]
+        server = subprocess.Popen(
+            [*command, "--db", f"sqlite:///{tmp / 'tracecard.db'}"],
+            cwd=tmp,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            wait_for_port(port, proc=server)
+            url = f"http://127.0.0.1:{port}"
+            run = httpx.post(f"{url}/api/runs", json={"config": {"name": "bench"}}).json()
+            count = int(size_mb * 1e6 / per_span)
+            body = make_batch(run["id"], run["trace_id"], count, encoding, tiny)
+            idle = _rss_kib(server.pid, "VmRSS")
+            response = httpx.post(
+                f"{url}/v1/traces",
+                content=body,
+                headers={"content-type": media, "tracecard-run": run["id"]},
+                timeout=300,
+            )
+            high = _rss_kib(server.pid, "VmHWM")
+            print(
+                f"{encoding}{' (tiny spans)' if tiny else ''}: {len(body) / 1e6:.1f} MB, {count:,} spans -> {response.status_code};"
+                f" server RSS idle {idle / 1024:.0f} MiB, peak {high / 1024:.0f} MiB"
+            )
+        finally:
+            stop(server)
 
 
 async def post_all(url: str, bodies: list[bytes], concurrency: int) -> float:
@@ -107,7 +174,11 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--peak-mb", type=float, default=None)
     args = parser.parse_args()
+    if args.peak_mb is not None:
+        peak(args.peak_mb)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="tc-otlp-bench-"))
     db = tmp / "tracecard.db"
     port = free_port()

@@ -10,9 +10,7 @@ silently; a body that does not parse at all raises `OtlpDecodeError`.
 from __future__ import annotations
 
 import base64
-import binascii
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -23,42 +21,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from tracecard.traces.store import SpanDict
+from tracecard.traces.otlp_batch import DecodedBatch, OtlpDecodeError, OtlpTooManySpans
+from tracecard.traces.otlp_json_in import decode_json
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-
-_KIND_NAMES = {
-    "SPAN_KIND_UNSPECIFIED": 0,
-    "SPAN_KIND_INTERNAL": 1,
-    "SPAN_KIND_SERVER": 2,
-    "SPAN_KIND_CLIENT": 3,
-    "SPAN_KIND_PRODUCER": 4,
-    "SPAN_KIND_CONSUMER": 5,
-}
-_STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
-
-
-class OtlpDecodeError(ValueError):
-    """The body is not an `ExportTraceServiceRequest` in the declared encoding."""
-
-
-@dataclass
-class DecodedBatch:
-    """Spans ready for the store, plus what was rejected and why."""
-
-    spans: list[SpanDict] = field(default_factory=list)
-    rejected: int = 0
-    reasons: list[str] = field(default_factory=list)
-
-    def reject(self, reason: str) -> None:
-        self.rejected += 1
-        if len(self.reasons) < 5 and reason not in self.reasons:
-            self.reasons.append(reason)
-
-    @property
-    def error_message(self) -> str:
-        return "; ".join(self.reasons)
 
 
 # --- protobuf ----------------------------------------------------------------------------------
@@ -95,14 +62,18 @@ def _pb_attributes(key_values: Iterable[KeyValue]) -> dict[str, Any]:
     return attributes
 
 
-def decode_protobuf(body: bytes) -> DecodedBatch:
-    """Decode an OTLP/HTTP protobuf `ExportTraceServiceRequest`."""
+def decode_protobuf(body: bytes, max_spans: int | None = None) -> DecodedBatch:
+    """Decode an OTLP/HTTP protobuf `ExportTraceServiceRequest` (at most `max_spans` spans)."""
     try:
         request = ExportTraceServiceRequest.FromString(body)
     except (DecodeError, RuntimeError) as exc:
         raise OtlpDecodeError(
             f"body is not a valid OTLP protobuf ExportTraceServiceRequest: {exc}"
         ) from exc
+    if max_spans is not None:
+        total = sum(len(group.spans) for rs in request.resource_spans for group in rs.scope_spans)
+        if total > max_spans:
+            raise OtlpTooManySpans(total, max_spans)
     batch = DecodedBatch()
     for resource_spans in request.resource_spans:
         resource = _pb_attributes(resource_spans.resource.attributes)
@@ -146,147 +117,14 @@ def decode_protobuf(body: bytes) -> DecodedBatch:
     return batch
 
 
-# --- JSON --------------------------------------------------------------------------------------
-def _get(node: Mapping[str, Any], camel: str, snake: str) -> Any:
-    value = node.get(camel)
-    return node.get(snake) if value is None else value
-
-
-def _json_int(value: Any, default: int = 0) -> int:
-    if value is None or value == "":
-        return default
-    if isinstance(value, bool):
-        raise ValueError(f"expected an integer, got {value!r}")
-    return int(value)
-
-
-def _json_value(value: Any) -> Any:
-    if not isinstance(value, Mapping):
-        return None
-    if "stringValue" in value or "string_value" in value:
-        return _get(value, "stringValue", "string_value")
-    if "intValue" in value or "int_value" in value:
-        return _json_int(_get(value, "intValue", "int_value"))
-    if "boolValue" in value or "bool_value" in value:
-        return bool(_get(value, "boolValue", "bool_value"))
-    if "doubleValue" in value or "double_value" in value:
-        return float(_get(value, "doubleValue", "double_value"))
-    if "arrayValue" in value or "array_value" in value:
-        array = _get(value, "arrayValue", "array_value") or {}
-        return [_json_value(v) for v in array.get("values") or []]
-    if "kvlistValue" in value or "kvlist_value" in value:
-        kvlist = _get(value, "kvlistValue", "kvlist_value") or {}
-        return _json_attributes(kvlist.get("values"))
-    if "bytesValue" in value or "bytes_value" in value:
-        return _get(value, "bytesValue", "bytes_value")
-    return None
-
-
-def _json_attributes(key_values: Any) -> dict[str, Any]:
-    if not key_values:
-        return {}
-    if not isinstance(key_values, list):
-        raise ValueError("attributes must be a list of {key, value}")
-    return {str(kv["key"]): _json_value(kv.get("value")) for kv in key_values}
-
-
-def _json_id(value: Any, size: int) -> str | None:
-    """A hex id of `size` bytes; OTLP/JSON says hex, but tolerate base64 (protobuf JSON)."""
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.lower()
-    if len(text) == size * 2:
-        try:
-            bytes.fromhex(text)
-            return text if text.strip("0") else None
-        except ValueError:
-            pass
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    return raw.hex() if len(raw) == size and any(raw) else None
-
-
-def _json_enum(value: Any, names: Mapping[str, int]) -> int:
-    if isinstance(value, str) and value in names:
-        return names[value]
-    return _json_int(value)
-
-
-def _json_span(span: Mapping[str, Any], resource: dict[str, Any], scope: str | None) -> SpanDict:
-    trace_id = _json_id(_get(span, "traceId", "trace_id"), 16)
-    span_id = _json_id(_get(span, "spanId", "span_id"), 8)
-    name = span.get("name") or ""
-    if trace_id is None:
-        raise ValueError(f"span {name!r}: traceId must be 32 hex digits, not all zero")
-    if span_id is None:
-        raise ValueError(f"span {name!r}: spanId must be 16 hex digits, not all zero")
-    status = span.get("status") or {}
-    end = _json_int(_get(span, "endTimeUnixNano", "end_time_unix_nano"))
-    return {
-        "trace_id": trace_id,
-        "span_id": span_id,
-        "parent_span_id": _json_id(_get(span, "parentSpanId", "parent_span_id"), 8),
-        "name": str(name),
-        "kind": _json_enum(span.get("kind"), _KIND_NAMES),
-        "start_time_unix_nano": _json_int(_get(span, "startTimeUnixNano", "start_time_unix_nano")),
-        "end_time_unix_nano": end or None,
-        "status": {
-            "code": _json_enum(status.get("code"), _STATUS_NAMES),
-            "message": status.get("message") or None,
-        },
-        "attributes": _json_attributes(span.get("attributes")),
-        "events": [
-            {
-                "name": str(event.get("name") or ""),
-                "time_unix_nano": _json_int(_get(event, "timeUnixNano", "time_unix_nano")),
-                "attributes": _json_attributes(event.get("attributes")),
-            }
-            for event in span.get("events") or []
-        ],
-        "resource": resource,
-        "scope": scope,
-    }
-
-
-def decode_json(body: bytes) -> DecodedBatch:
-    """Decode an OTLP/HTTP JSON `ExportTraceServiceRequest`."""
-    try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise OtlpDecodeError(f"body is not valid JSON: {exc}") from exc
-    if not isinstance(document, dict):
-        raise OtlpDecodeError("body must be a JSON object with `resourceSpans`")
-    resource_spans = _get(document, "resourceSpans", "resource_spans") or []
-    if not isinstance(resource_spans, list):
-        raise OtlpDecodeError("`resourceSpans` must be a list")
-    batch = DecodedBatch()
-    for group in resource_spans:
-        try:
-            resource = _json_attributes(((group or {}).get("resource") or {}).get("attributes"))
-            scope_groups = _get(group, "scopeSpans", "scope_spans") or []
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise OtlpDecodeError(f"malformed resourceSpans entry: {exc}") from exc
-        for scope_group in scope_groups:
-            if not isinstance(scope_group, dict):
-                raise OtlpDecodeError("scopeSpans entries must be objects")
-            scope = (scope_group.get("scope") or {}).get("name") or None
-            for span in scope_group.get("spans") or []:
-                try:
-                    batch.spans.append(_json_span(span, resource, scope))
-                except (AttributeError, KeyError, TypeError, ValueError) as exc:
-                    batch.reject(str(exc) or type(exc).__name__)
-    return batch
-
-
-def decode(body: bytes, content_type: str) -> DecodedBatch:
-    """Decode by content type (`application/x-protobuf` or `application/json`)."""
+def decode(body: bytes, content_type: str, max_spans: int | None = None) -> DecodedBatch:
+    """Decode by content type (`application/x-protobuf` or `application/json`); more than
+    `max_spans` spans raise `OtlpTooManySpans` before any span is built."""
     media = content_type.split(";", 1)[0].strip().lower()
     if media == JSON:
-        return decode_json(body)
+        return decode_json(body, max_spans)
     if media in (PROTOBUF, "application/protobuf"):
-        return decode_protobuf(body)
+        return decode_protobuf(body, max_spans)
     raise OtlpDecodeError(f"unsupported content type {content_type!r}: send {PROTOBUF} or {JSON}")
 
 
@@ -330,6 +168,7 @@ __all__ = [
     "PROTOBUF",
     "DecodedBatch",
     "OtlpDecodeError",
+    "OtlpTooManySpans",
     "decode",
     "decode_json",
     "decode_protobuf",

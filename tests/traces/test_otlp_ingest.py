@@ -170,7 +170,7 @@ def test_json_bad_span_is_rejected_not_the_request() -> None:
     )
     batch = decode_json(orjson.dumps(doc))
     assert len(batch.spans) == 1 and batch.rejected == 1
-    assert "traceId must be 32 hex digits" in batch.error_message
+    assert "spans[1] ('bad'): `traceId` must be 32 hex digits" in batch.error_message
 
 
 @pytest.mark.parametrize(
