@@ -31,15 +31,19 @@ from tracecard.traces.otlp_ingest import (
     PROTOBUF,
     DecodedBatch,
     OtlpDecodeError,
+    OtlpTooManySpans,
     decode,
     encode_response,
     encode_status,
 )
 from tracecard.traces.store import SpanDict, Store
+from tracecard.traces.writes import DatabaseBusy
 
 log = logging.getLogger(__name__)
 
 ADHOC_PREFIX = "otlp:"
+INSERT_CHUNK = 2000
+CONCURRENT_DECODES = 2
 _RUN_ATTRIBUTES = (semconv.RUN_ID, BAGGAGE_RUN_KEY)
 
 
@@ -91,6 +95,8 @@ class Ingest:
     def __init__(self, runtime: Runtime, index: TraceRunIndex) -> None:
         self.runtime = runtime
         self.index = index
+        # decoded requests held in memory at once: the rest wait with only their bytes read
+        self.limiter = anyio.CapacityLimiter(CONCURRENT_DECODES)
         self._known: OrderedDict[str, bool] = OrderedDict()
 
     async def _exists(self, run_id: str) -> bool:
@@ -140,10 +146,13 @@ class Ingest:
         await self.runtime.runs.drain()  # ad-hoc run rows are committed before the answer
 
     async def commit(self, batch: DecodedBatch, headers: Mapping[str, str]) -> None:
+        """Join and store every span; in chunks, so that a large request never has all its
+        rows encoded at once (a retried request is harmless: inserts are idempotent)."""
         distrust(batch.spans)
         await self.join(batch.spans, headers)
-        if batch.spans:
-            await anyio.to_thread.run_sync(self.runtime.store.insert_spans, batch.spans)
+        for start in range(0, len(batch.spans), INSERT_CHUNK):
+            chunk = batch.spans[start : start + INSERT_CHUNK]
+            await anyio.to_thread.run_sync(self.runtime.store.insert_spans, chunk)
 
 
 def _media(content_type: str) -> str:
@@ -198,16 +207,32 @@ async def ingest_traces(request: Request[Any, Any, Any], state: State) -> Respon
     content_type = request.headers.get("content-type", "")
     media = _media(content_type)
     limit = runtime.settings.max_body_bytes
+    headers = {k.lower(): v for k, v in request.headers.items()}
     try:
         body = await _read_body(request, limit)
         if body is None:
-            return _error(media, 413, 8, f"body over the size limit of {limit} bytes")
-        batch = await anyio.to_thread.run_sync(decode, body, content_type)
+            return _error(
+                media,
+                413,
+                8,
+                f"body over the size limit of {limit} bytes: send smaller batches or raise "
+                "`max_body_bytes` (TRACECARD_MAX_BODY_BYTES)",
+            )
+        async with ingest.limiter:
+            batch = await anyio.to_thread.run_sync(
+                decode, body, content_type, runtime.settings.otlp_max_spans
+            )
+            del body
+            await ingest.commit(batch, headers)
+    except OtlpTooManySpans as exc:
+        return _error(media, 413, 8, str(exc))
     except OtlpDecodeError as exc:
         status = 415 if str(exc).startswith("unsupported content type") else 400
         return _error(media, status, 3, str(exc))
-    headers = {k.lower(): v for k, v in request.headers.items()}
-    await ingest.commit(batch, headers)
+    except DatabaseBusy as exc:  # nothing stored for sure: the client retries (OTLP: 503)
+        response = _error(media, 503, 14, f"the database is busy, retry later: {exc}")
+        response.headers["retry-after"] = "5"
+        return response
     if batch.rejected:
         log.warning("OTLP ingest rejected %d spans: %s", batch.rejected, batch.error_message)
     return Response(
