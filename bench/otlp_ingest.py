@@ -120,8 +120,9 @@ def peak(size_mb: float) -> None:
                 timeout=300,
             )
             high = _rss_kib(server.pid, "VmHWM")
+            label = f"{encoding}{' (tiny spans)' if tiny else ''}"
             print(
-                f"{encoding}{' (tiny spans)' if tiny else ''}: {len(body) / 1e6:.1f} MB, {count:,} spans -> {response.status_code};"
+                f"{label}: {len(body) / 1e6:.1f} MB, {count:,} spans -> {response.status_code};"
                 f" server RSS idle {idle / 1024:.0f} MiB, peak {high / 1024:.0f} MiB"
             )
         finally:
