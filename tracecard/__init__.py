@@ -12,15 +12,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 __version__ = "0.2.0"
-__all__ = ["TracecardClient", "TracecardError", "__version__"]
+__all__ = ["AsyncTracecardClient", "TracecardClient", "TracecardError", "__version__"]
 
 if TYPE_CHECKING:
-    from tracecard.client import TracecardClient, TracecardError
+    from tracecard.client import AsyncTracecardClient, TracecardClient, TracecardError
 
 
 def __getattr__(name: str) -> object:
     # Lazy: `import tracecard.scorers` must not load httpx for a client it does not use.
-    if name in ("TracecardClient", "TracecardError"):
+    if name in ("AsyncTracecardClient", "TracecardClient", "TracecardError"):
         from tracecard import client
 
         return getattr(client, name)

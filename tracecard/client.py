@@ -1,7 +1,8 @@
-"""A small synchronous client of tracecard's JSON API, for harness scripts (docs/client.md).
+"""Clients of tracecard's JSON API for harness scripts (docs/client.md): `TracecardClient`
+(synchronous) and `AsyncTracecardClient`, which share every request and every answer's parsing.
 
     with TracecardClient("http://127.0.0.1:7800") as tc:
-        suite = tc.add_suite("examples/helpdesk/suite.toml")
+        suite = tc.add_suite_file("examples/helpdesk/suite.toml")
         experiment = tc.create_experiment(suite["name"], {"name": "my-agent"}, trials=3)
         for run in experiment.runs:
             answer = my_agent(run.instruction, run.urls["helpdesk"])
@@ -13,16 +14,26 @@ It depends only on httpx; nothing of the server is imported.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import httpx
 
-__all__ = ["ExperimentHandle", "RunHandle", "TracecardClient", "TracecardError"]
+__all__ = [
+    "AsyncTracecardClient",
+    "ExperimentHandle",
+    "RunHandle",
+    "TracecardClient",
+    "TracecardConnectionError",
+    "TracecardError",
+]
 
 FinalStatus = Literal["finished", "errored", "timed_out", "aborted"]
 ScorecardFormat = Literal["json", "csv", "md", "xml"]
+SuiteFormat = Literal["toml", "json"]
+PAGE_SIZE = 100
 
 
 class TracecardError(Exception):
@@ -33,6 +44,18 @@ class TracecardError(Exception):
         self.status_code = status_code
         self.detail = detail
         self.extra = extra
+
+
+class TracecardConnectionError(TracecardError):
+    """No answer at all: the server is not running there, or the network is in the way."""
+
+    def __init__(self, base_url: str, reason: str) -> None:
+        self.detail = f"cannot reach tracecard at {base_url}: {reason}"
+        Exception.__init__(
+            self, f"{self.detail} (is `tracecard serve` running there? check the URL and port)"
+        )
+        self.status_code = 0
+        self.extra = None
 
 
 @dataclass(frozen=True)
@@ -59,14 +82,153 @@ class ExperimentHandle:
     runs: list[RunHandle] = field(default_factory=list)
 
 
-def _is_file(text: str) -> bool:
+T = TypeVar("T")
+
+
+def _body(response: httpx.Response) -> dict[str, Any]:
+    return cast(dict[str, Any], response.json())
+
+
+@dataclass(frozen=True)
+class _Call(Generic[T]):
+    """One API request and how its answer becomes a value (shared by both clients)."""
+
+    method: str
+    path: str
+    options: dict[str, Any]
+    parse: Callable[[httpx.Response], T]
+
+
+def _json_call(method: str, path: str, **options: Any) -> _Call[dict[str, Any]]:
+    return _Call(method, path, options, _body)
+
+
+def _experiment(body: dict[str, Any]) -> ExperimentHandle:
+    runs = [
+        RunHandle(
+            id=r["id"],
+            task_id=r["task_id"],
+            trial=r["trial"],
+            instruction=r.get("instruction", ""),
+            urls=dict(r["urls"]),
+            models=dict(r.get("models") or {}),
+        )
+        for r in body["runs"]
+    ]
+    return ExperimentHandle(
+        id=body["id"],
+        suite=body["suite"],
+        suite_version=body["suite_version"],
+        config=body["config"],
+        trials=body["trials"],
+        runs=runs,
+    )
+
+
+def _suite_text_call(text: str, fmt: SuiteFormat | None = None) -> _Call[dict[str, Any]]:
+    fmt = fmt or ("json" if text.lstrip().startswith("{") else "toml")
+    media = f"application/{fmt}"
+    return _json_call("POST", "/api/suites", content=text, headers={"content-type": media})
+
+
+def _suite_file_call(path: str | Path) -> _Call[dict[str, Any]]:
+    file = Path(path)
     try:
-        return Path(text).is_file()
-    except (OSError, ValueError):  # too long for a path, or a NUL byte: it is a document
-        return False
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such suite file") from None
+    return _suite_text_call(text, "json" if file.suffix.lower() == ".json" else "toml")
 
 
-class TracecardClient:
+def _looks_like_a_path(text: str) -> bool:
+    return "\n" not in text and text.strip().lower().endswith((".toml", ".json"))
+
+
+class _Requests:
+    """Every request of the API, built once for both clients."""
+
+    @staticmethod
+    def health() -> _Call[dict[str, Any]]:
+        return _json_call("GET", "/healthz")
+
+    @staticmethod
+    def add_suite(suite: str | Path) -> _Call[dict[str, Any]]:
+        if isinstance(suite, Path) or _looks_like_a_path(suite):
+            return _suite_file_call(suite)  # a mistyped path is an error, never TOML text
+        return _suite_text_call(suite)
+
+    @staticmethod
+    def create_experiment(
+        suite: str, config: dict[str, Any], trials: int
+    ) -> _Call[ExperimentHandle]:
+        if "name" not in config:
+            raise ValueError("config needs a name, e.g. {'name': 'gpt-x-careful'}")
+        body = {"suite": suite, "config": config, "trials": trials}
+        return _Call("POST", "/api/experiments", {"json": body}, lambda r: _experiment(_body(r)))
+
+    @staticmethod
+    def experiments_page(offset: int, limit: int, suite: str | None) -> _Call[dict[str, Any]]:
+        params: dict[str, Any] = {"offset": offset, "limit": limit}
+        if suite is not None:
+            params["suite"] = suite
+        return _json_call("GET", "/api/experiments", params=params)
+
+    @staticmethod
+    def finish_run(
+        run_id: str, final_answer: str | None, status: FinalStatus, error: str | None
+    ) -> _Call[dict[str, Any]]:
+        body: dict[str, Any] = {"status": status}
+        if final_answer is not None:
+            body["final_answer"] = final_answer
+        if error is not None:
+            body["error"] = error
+        return _json_call("POST", f"/api/runs/{run_id}/finish", json=body)
+
+    @staticmethod
+    def scorecard(experiment_id: str, fmt: ScorecardFormat) -> _Call[Any]:
+        path = f"/api/experiments/{experiment_id}/scorecard.{fmt}"
+        return _Call("GET", path, {}, lambda r: r.json() if fmt == "json" else r.text)
+
+    @staticmethod
+    def compare(a: str, b: str, component: str) -> _Call[dict[str, Any]]:
+        return _json_call("GET", "/api/compare", params={"a": a, "b": b, "component": component})
+
+    @staticmethod
+    def get(path: str) -> _Call[dict[str, Any]]:
+        return _json_call("GET", path)
+
+
+def _checked(response: httpx.Response) -> httpx.Response:
+    if response.status_code >= 400:
+        try:
+            problem = response.json()
+        except ValueError:
+            problem = {"detail": response.text}
+        if not isinstance(problem, dict):
+            problem = {"detail": str(problem)}
+        raise TracecardError(
+            response.status_code, str(problem.get("detail", "")), problem.get("extra")
+        )
+    return response
+
+
+class _Base:
+    def __init__(self, base_url: str, token: str | None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self._headers = {"Tracecard-Token": token} if token else {}
+
+    def _unreachable(self, exc: httpx.TransportError) -> TracecardConnectionError:
+        return TracecardConnectionError(self.base_url, str(exc) or type(exc).__name__)
+
+    def viewer_url(self, experiment_id: str | None = None) -> str:
+        """Where a person looks at an experiment (or at the list of experiments)."""
+        if experiment_id is None:
+            return f"{self.base_url}/experiments"
+        return f"{self.base_url}/experiments/{experiment_id}"
+
+
+class TracecardClient(_Base):
     """Talks to one tracecard server. Use it as a context manager, or call `close()`."""
 
     def __init__(
@@ -77,12 +239,10 @@ class TracecardClient:
         timeout: float = 120.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.token = token
-        headers = {"Tracecard-Token": token} if token else {}
+        super().__init__(base_url, token)
         self._http = httpx.Client(
             base_url=self.base_url,
-            headers=headers,
+            headers=self._headers,
             timeout=timeout,
             transport=transport,
             trust_env=False,
@@ -98,74 +258,55 @@ class TracecardClient:
         """Close the HTTP connections."""
         self._http.close()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _do(self, call: _Call[T]) -> T:
         try:
-            response = self._http.request(method, path, **kwargs)
+            response = self._http.request(call.method, call.path, **call.options)
         except httpx.TransportError as exc:
-            raise TracecardError(0, f"cannot reach {self.base_url}: {exc}") from exc
-        if response.status_code >= 400:
-            try:
-                problem = response.json()
-            except ValueError:
-                problem = {"detail": response.text}
-            raise TracecardError(
-                response.status_code, str(problem.get("detail", "")), problem.get("extra")
-            )
-        return response
-
-    def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        body: dict[str, Any] = self._request(method, path, **kwargs).json()
-        return body
+            raise self._unreachable(exc) from exc
+        return call.parse(_checked(response))
 
     def health(self) -> dict[str, Any]:
         """`GET /healthz`: the server's status and configured upstreams."""
-        return self._json("GET", "/healthz")
+        return self._do(_Requests.health())
+
+    def add_suite_file(self, path: str | Path) -> dict[str, Any]:
+        """Store the suite in a file (TOML, or JSON by the `.json` extension); returns
+        `{name, version, tasks}`. Storing the same content again is harmless."""
+        return self._do(_suite_file_call(path))
+
+    def add_suite_text(self, text: str, fmt: SuiteFormat | None = None) -> dict[str, Any]:
+        """Store a suite given as TOML or JSON text (`fmt` guessed from the text if None)."""
+        return self._do(_suite_text_call(text, fmt))
 
     def add_suite(self, suite: str | Path) -> dict[str, Any]:
-        """Store a suite from a file path (TOML or JSON) or from its text; returns
-        `{name, version, tasks}`. Storing the same content again is harmless."""
-        if isinstance(suite, str) and "\n" not in suite and _is_file(suite):
-            suite = Path(suite)
-        text = suite.read_text(encoding="utf-8") if isinstance(suite, Path) else suite
-        media = "application/json" if text.lstrip().startswith("{") else "application/toml"
-        return self._json("POST", "/api/suites", content=text, headers={"content-type": media})
+        """A `Path` or a one-line string ending in .toml/.json is a file (it must exist);
+        anything else is suite text. Prefer `add_suite_file` / `add_suite_text`."""
+        return self._do(_Requests.add_suite(suite))
 
     def create_experiment(
         self, suite: str, config: dict[str, Any], trials: int = 1
     ) -> ExperimentHandle:
         """One config on one suite (by name or version) with `trials` runs per task."""
-        if "name" not in config:
-            raise ValueError("config needs a name, e.g. {'name': 'gpt-x-careful'}")
-        body = self._json(
-            "POST", "/api/experiments", json={"suite": suite, "config": config, "trials": trials}
-        )
-        runs = [
-            RunHandle(
-                id=r["id"],
-                task_id=r["task_id"],
-                trial=r["trial"],
-                instruction=r.get("instruction", ""),
-                urls=dict(r["urls"]),
-                models=dict(r.get("models") or {}),
-            )
-            for r in body["runs"]
-        ]
-        return ExperimentHandle(
-            id=body["id"],
-            suite=body["suite"],
-            suite_version=body["suite_version"],
-            config=body["config"],
-            trials=body["trials"],
-            runs=runs,
-        )
+        return self._do(_Requests.create_experiment(suite, config, trials))
+
+    def list_experiments(self, suite: str | None = None) -> list[dict[str, Any]]:
+        """Every stored experiment (of one suite, by name or version), newest first; the
+        server's pages (`GET /api/experiments?offset=&limit=`) are followed to the end."""
+        found: list[dict[str, Any]] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = self._do(_Requests.experiments_page(offset, PAGE_SIZE, suite))
+            found.extend(page["experiments"])
+            offset = page.get("next_offset")
+        return found
 
     def get_experiment(self, experiment_id: str) -> dict[str, Any]:
         """An experiment with every run's current state."""
-        return self._json("GET", f"/api/experiments/{experiment_id}")
+        return self._do(_Requests.get(f"/api/experiments/{experiment_id}"))
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         """A run: status, final answer, scores, URLs."""
-        return self._json("GET", f"/api/runs/{run_id}")
+        return self._do(_Requests.get(f"/api/runs/{run_id}"))
 
     def next_turn(self, run_id: str) -> dict[str, Any]:
         """The run's next user message: `{done: false, index, count, user, instruction}`, or
@@ -182,24 +323,109 @@ class TracecardClient:
     ) -> dict[str, Any]:
         """End a run: the server runs its probes and scorers and returns it with `scores` and
         `flags`. `error` says why it errored or timed out; it is stored on the run."""
-        body: dict[str, Any] = {"status": status}
-        if final_answer is not None:
-            body["final_answer"] = final_answer
-        if error is not None:
-            body["error"] = error
-        return self._json("POST", f"/api/runs/{run_id}/finish", json=body)
+        return self._do(_Requests.finish_run(run_id, final_answer, status, error))
 
     def scorecard(self, experiment_id: str, fmt: ScorecardFormat = "json") -> Any:
         """The experiment's scorecard: a dict for `json`, text for `csv`, `md` and `xml`."""
-        response = self._request("GET", f"/api/experiments/{experiment_id}/scorecard.{fmt}")
-        return response.json() if fmt == "json" else response.text
+        return self._do(_Requests.scorecard(experiment_id, fmt))
 
     def compare(self, a: str, b: str, component: str = "outcome") -> dict[str, Any]:
         """Paired comparison of experiment B against A: per-task classes and the verdict."""
-        return self._json("GET", "/api/compare", params={"a": a, "b": b, "component": component})
+        return self._do(_Requests.compare(a, b, component))
 
-    def viewer_url(self, experiment_id: str | None = None) -> str:
-        """Where a person looks at an experiment (or at the list of experiments)."""
-        if experiment_id is None:
-            return f"{self.base_url}/experiments"
-        return f"{self.base_url}/experiments/{experiment_id}"
+
+class AsyncTracecardClient(_Base):
+    """The same API for asyncio harnesses: every method of `TracecardClient`, awaited."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 120.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(base_url, token)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=self._headers,
+            timeout=timeout,
+            transport=transport,
+            trust_env=False,
+        )
+
+    async def __aenter__(self) -> AsyncTracecardClient:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        await self._http.aclose()
+
+    async def _do(self, call: _Call[T]) -> T:
+        try:
+            response = await self._http.request(call.method, call.path, **call.options)
+        except httpx.TransportError as exc:
+            raise self._unreachable(exc) from exc
+        return call.parse(_checked(response))
+
+    async def health(self) -> dict[str, Any]:
+        """`GET /healthz`."""
+        return await self._do(_Requests.health())
+
+    async def add_suite_file(self, path: str | Path) -> dict[str, Any]:
+        """See `TracecardClient.add_suite_file`."""
+        return await self._do(_suite_file_call(path))
+
+    async def add_suite_text(self, text: str, fmt: SuiteFormat | None = None) -> dict[str, Any]:
+        """See `TracecardClient.add_suite_text`."""
+        return await self._do(_suite_text_call(text, fmt))
+
+    async def add_suite(self, suite: str | Path) -> dict[str, Any]:
+        """See `TracecardClient.add_suite`."""
+        return await self._do(_Requests.add_suite(suite))
+
+    async def create_experiment(
+        self, suite: str, config: dict[str, Any], trials: int = 1
+    ) -> ExperimentHandle:
+        """See `TracecardClient.create_experiment`."""
+        return await self._do(_Requests.create_experiment(suite, config, trials))
+
+    async def list_experiments(self, suite: str | None = None) -> list[dict[str, Any]]:
+        """See `TracecardClient.list_experiments`."""
+        found: list[dict[str, Any]] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = await self._do(_Requests.experiments_page(offset, PAGE_SIZE, suite))
+            found.extend(page["experiments"])
+            offset = page.get("next_offset")
+        return found
+
+    async def get_experiment(self, experiment_id: str) -> dict[str, Any]:
+        """See `TracecardClient.get_experiment`."""
+        return await self._do(_Requests.get(f"/api/experiments/{experiment_id}"))
+
+    async def get_run(self, run_id: str) -> dict[str, Any]:
+        """See `TracecardClient.get_run`."""
+        return await self._do(_Requests.get(f"/api/runs/{run_id}"))
+
+    async def finish_run(
+        self,
+        run_id: str,
+        *,
+        final_answer: str | None = None,
+        status: FinalStatus = "finished",
+        error: str | None = None,
+    ) -> dict[str, Any]:
+        """See `TracecardClient.finish_run`."""
+        return await self._do(_Requests.finish_run(run_id, final_answer, status, error))
+
+    async def scorecard(self, experiment_id: str, fmt: ScorecardFormat = "json") -> Any:
+        """See `TracecardClient.scorecard`."""
+        return await self._do(_Requests.scorecard(experiment_id, fmt))
+
+    async def compare(self, a: str, b: str, component: str = "outcome") -> dict[str, Any]:
+        """See `TracecardClient.compare`."""
+        return await self._do(_Requests.compare(a, b, component))

@@ -178,10 +178,18 @@ def runs_by_id(store: Store, run_ids: Sequence[str]) -> list[RunRow]:
     return [found[i] for i in run_ids if i in found]
 
 
-def list_experiments(store: Store, limit: int = 200) -> list[ExperimentRow]:
-    """The most recent experiments first."""
+def list_experiments(
+    store: Store, limit: int = 200, offset: int = 0, suite: str | None = None
+) -> list[ExperimentRow]:
+    """The most recent experiments first (of one suite, by name or version, if given)."""
     experiments: Any = ExperimentRow
-    query = select(ExperimentRow).order_by(experiments.created_at.desc()).limit(limit)
+    query = select(ExperimentRow)
+    if suite is not None:
+        query = query.where(
+            (experiments.suite_name == suite) | (experiments.suite_version == suite)
+        )
+    query = query.order_by(experiments.created_at.desc(), experiments.id).offset(offset)
+    query = query.limit(limit)
     with store.session() as session:
         return list(session.scalars(query))
 
@@ -321,9 +329,9 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
         spans.role,
         # Columns stored after the payloads are read only when needed: a proxy span (it has a
         # role) never makes SQLite walk past its arguments and result to reach `resource`.
-        case(
-            (spans.role.is_(None), spans.resource["service.name"].as_string()), else_=None
-        ).label("service"),
+        case((spans.role.is_(None), spans.resource["service.name"].as_string()), else_=None).label(
+            "service"
+        ),
     )
     # The agent's own OTLP spans join by trace id when they name no run. Two indexed queries:
     # an OR of both conditions makes SQLite read every row twice and sort out duplicates.

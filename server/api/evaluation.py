@@ -27,6 +27,8 @@ from tracecard.server.evaluation.service import (
 from tracecard.server.evaluation.turns import next_turn
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunError, get_run, model_kinds, run_urls, run_view
+from tracecard.traces.models import ExperimentRow
+from tracecard.traces.queries import list_experiments
 from tracecard.traces.verdicts import add_verdict
 
 
@@ -50,6 +52,18 @@ class VerdictCreate(BaseModel):
     agree: bool
     note: str | None = Field(default=None, max_length=10_000)
     author: str | None = Field(default=None, max_length=200)
+
+
+def experiment_summary(row: ExperimentRow) -> dict[str, Any]:
+    """An experiment in a listing: what it ran, without its runs."""
+    return {
+        "id": row.id,
+        "suite": row.suite_name,
+        "suite_version": row.suite_version,
+        "config": {"name": row.config_name, **row.config},
+        "trials": row.trials,
+        "created_at": row.created_at.isoformat(),
+    }
 
 
 async def _thread(fn: Any, *args: Any) -> Any:
@@ -111,6 +125,19 @@ class ExperimentController(Controller):
                 }
                 for run in runs
             ],
+        }
+
+    @get("/", summary="Experiments, newest first, a page at a time (offset, limit <= 500)")
+    async def index(
+        self, state: State, offset: int = 0, limit: int = 100, suite: str | None = None
+    ) -> dict[str, Any]:
+        if offset < 0 or not 1 <= limit <= 500:
+            raise HTTPException(status_code=400, detail="offset >= 0 and 1 <= limit <= 500")
+        store = runtime_of(state).store
+        rows = await _thread(list_experiments, store, limit + 1, offset, suite)
+        return {
+            "experiments": [experiment_summary(row) for row in rows[:limit]],
+            "next_offset": offset + limit if len(rows) > limit else None,
         }
 
     @get("/{experiment_id:str}", summary="An experiment and its runs")

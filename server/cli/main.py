@@ -1,14 +1,28 @@
-"""The `tracecard` command line. Each subcommand lives in its own module and registers here."""
+"""The `tracecard` command line. Each subcommand lives in its own module and registers here.
+
+Conventions (docs/scorecards.md lists the exit codes): `--config PATH` is always the
+tracecard.toml (found in the current folder or a parent when not given); `--log-level` and
+`--debug` work on every command; an error is one or two lines (a traceback only with `--debug`);
+exit 0 ok, 1 the answer is "no" (gate failed, runs errored), 2 bad usage or input, 130 Ctrl-C.
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
+from tracecard import __version__
+from tracecard.server.cli.common import (
+    EXIT_USAGE,
+    add_common_flags,
+    bind_socket,
+    check_database,
+    configure_logging,
+    settings_from_args,
+)
 from tracecard.server.runs.service import RunError
-from tracecard.server.settings import ConfigError, load_settings
+from tracecard.server.settings import ConfigError
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -16,17 +30,22 @@ def _serve(args: argparse.Namespace) -> int:
 
     from tracecard.server.app import asgi_app
 
-    settings = load_settings(args.config, host=args.host, port=args.port, db=args.db)
+    settings = settings_from_args(args, host=args.host, port=args.port, db=args.db)
+    check_database(settings.db)
+    sock = bind_socket(settings.host, settings.port)
+    settings = settings.model_copy(update={"port": sock.getsockname()[1]})
     print(f"tracecard serving on {settings.base_url}  (viewer: {settings.base_url}/)", flush=True)
     if settings.upstreams:
         for name in settings.upstreams:
             print(f"  upstream {name}: {settings.base_url}/mcp/{name}", flush=True)
     else:
-        print("  no upstreams configured: add [upstreams.NAME] to tracecard.toml", flush=True)
-    uvicorn.run(
+        print(
+            "  no upstreams configured: add [upstreams.NAME] to tracecard.toml "
+            "(in this folder, or pass --config PATH)",
+            flush=True,
+        )
+    config = uvicorn.Config(
         asgi_app(settings),
-        host=settings.host,
-        port=settings.port,
         loop="uvloop",
         http="httptools",
         log_level=args.log_level,
@@ -34,7 +53,17 @@ def _serve(args: argparse.Namespace) -> int:
         lifespan="on",
         timeout_graceful_shutdown=10,
     )
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found += [child, *_subparsers(child)]
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,46 +72,59 @@ def build_parser() -> argparse.ArgumentParser:
         description="Trace-aware evaluation server for tool-calling agents: a recording MCP/HTTP "
         "proxy, decomposed scorers, repeated-run statistics and a web viewer.",
     )
+    parser.add_argument("--version", action="version", version=f"tracecard {__version__}")
+    add_common_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = sub.add_parser(
         "serve",
         help="run the proxy, the JSON API and the viewer",
         description="Run the recording proxy, the JSON API and the viewer in one process.",
     )
-    serve.add_argument("--config", help="path to tracecard.toml (default: none)")
+    serve.add_argument(
+        "--config", help="path to tracecard.toml (default: ./tracecard.toml or a parent's)"
+    )
     serve.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port to bind (default 7800)")
+    serve.add_argument(
+        "--port", type=int, default=None, help="port to bind (default 7800; 0: any free port)"
+    )
     serve.add_argument(
         "--db", default=None, help="database URL or SQLite file (default .tracecard/tracecard.db)"
     )
-    serve.add_argument("--log-level", default="warning", help="uvicorn log level")
     serve.set_defaults(handler=_serve)
     # Each command module adds its subcommands; imported here so `--help` lists them all.
     from tracecard.server.cli import demo, run, suites, wrap
 
     for module in (suites, run, wrap, demo):
         module.register(sub)
+    for child in _subparsers(parser):
+        add_common_flags(child)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `tracecard` console script."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure_logging(args.log_level)
     if getattr(args, "handler", None) is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         code: int = args.handler(args)
-    except ConfigError as exc:
+    except (ConfigError, RunError) as exc:
+        if args.debug:
+            raise
         print(f"tracecard: {exc}", file=sys.stderr)
-        return 2
-    except RunError as exc:
-        print(f"tracecard: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0]
+        print(f"tracecard: {type(exc).__name__}: {first}", file=sys.stderr)
+        print("tracecard: unexpected: run again with --debug for the traceback", file=sys.stderr)
+        return EXIT_USAGE
     return code
 
 

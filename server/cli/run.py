@@ -7,8 +7,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import shlex
+import shutil
 import signal
+import sys
 import time
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
@@ -17,6 +20,13 @@ from typing import Any, TypeVar
 from rich.console import Console
 
 from tracecard.client import ExperimentHandle, TracecardClient, TracecardError
+from tracecard.server.cli.common import (
+    EXIT_FAILED,
+    UsageError,
+    print_json,
+    settings_from_args,
+    warn,
+)
 from tracecard.server.orchestration.agents import AgentRunner, CommandAgent
 from tracecard.server.orchestration.embedded import embedded_server
 from tracecard.server.orchestration.orchestrator import Orchestrator, RunOutcome
@@ -27,7 +37,6 @@ from tracecard.server.orchestration.summary import (
     status_line,
 )
 from tracecard.server.runs.service import RunError
-from tracecard.server.settings import load_settings
 
 INTERRUPTED = 130
 T = TypeVar("T")
@@ -44,14 +53,14 @@ def connect(args: argparse.Namespace) -> Iterator[TracecardClient]:
                 raise RunError(f"--server {args.server}: {exc}") from exc
             yield client
         return
-    settings = load_settings(args.settings, db=args.db, port=args.port)
+    settings = settings_from_args(args, db=args.db, port=args.port)
     with embedded_server(settings) as served:
         with TracecardClient(served.base_url, token=served.api_token) as client:
             yield client
 
 
 def _config(args: argparse.Namespace) -> dict[str, Any]:
-    config: dict[str, Any] = {"name": args.config, "agent": args.agent}
+    config: dict[str, Any] = {"name": args.name, "agent": args.agent}
     for pair in args.meta:
         key, sep, value = pair.partition("=")
         if not sep or not key:
@@ -136,27 +145,119 @@ def print_summary(
     return card
 
 
-def _run(args: argparse.Namespace) -> int:
+def _looks_like_config(value: str) -> bool:
+    return value.endswith(".toml") or Path(value).is_file()
+
+
+def resolve_renamed_flags(args: argparse.Namespace) -> None:
+    """`--name` is the configuration's name, `--config` the tracecard.toml (as in every
+    command); the old spellings (`--settings FILE`, `--config NAME`) still work, with a warning."""
+    if args.settings:
+        warn("--settings is deprecated: use --config PATH (the same flag as in every command)")
+        if args.config and not args.name and not _looks_like_config(args.config):
+            args.name = args.config
+            warn(f"--config {args.config} as the name is deprecated: use --name {args.config}")
+        args.config = args.settings
+    elif args.config and not args.name and not _looks_like_config(args.config):
+        warn(
+            f"--config {args.config} as the name is deprecated: use --name {args.config} "
+            "(--config is the path of tracecard.toml, as in every command)"
+        )
+        args.name, args.config = args.config, None
+    if not args.name:
+        raise UsageError(
+            "--name is required: the name of the configuration under test, e.g. --name careful"
+        )
+
+
+def agent_command(text: str) -> list[str]:
+    """The agent command as argv, checked to exist before the first trial."""
     try:
-        argv = shlex.split(args.agent)
+        argv = shlex.split(text)
     except ValueError as exc:
-        raise RunError(f"--agent: cannot split {args.agent!r}: {exc}") from exc
+        raise UsageError(f"--agent: cannot split {text!r}: {exc}") from exc
     if not argv:
-        raise RunError("--agent is empty: give the command that runs one trial of your agent")
+        raise UsageError("--agent is empty: give the command that runs one trial of your agent")
+    program = argv[0]
+    found = shutil.which(program) if os.sep not in program else program
+    if found is None or not (Path(found).is_file() and os.access(found, os.X_OK)):
+        raise UsageError(
+            f"--agent: command {program!r} not found"
+            + (" on PATH" if os.sep not in program else " (or not executable)")
+            + f": check the spelling of {text!r}"
+        )
+    return argv
+
+
+def warn_about_otel_endpoint(server_url: str) -> None:
+    """An agent keeps an OTEL_EXPORTER_OTLP_ENDPOINT it already has: say where its spans go."""
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        value = os.environ.get(name)
+        if value and not value.rstrip("/").startswith(server_url.rstrip("/")):
+            warn(
+                f"{name}={value} is set: an OpenTelemetry-instrumented agent sends its own spans "
+                f"there, not to tracecard; unset it, or export to {server_url}/v1/traces "
+                "(TRACECARD_OTLP_ENDPOINT) too"
+            )
+
+
+def failed_runs(outcomes: list[RunOutcome]) -> list[RunOutcome]:
+    """Runs that errored, timed out or could not start (or could not be finished)."""
+    return [o for o in outcomes if o.status in ("errored", "timed_out") or o.finish_error]
+
+
+def run_summary_json(
+    card: dict[str, Any], outcomes: list[RunOutcome], client: TracecardClient, code: int
+) -> dict[str, Any]:
+    """What `tracecard run --json` prints: the experiment id, the statuses, the numbers."""
+    experiment_id = card["experiment"]["id"]
+    statuses: dict[str, int] = {}
+    for run in card["runs"]:
+        statuses[run["status"]] = statuses.get(run["status"], 0) + 1
+    return {
+        "experiment_id": experiment_id,
+        "config": card["experiment"]["config"].get("name"),
+        "suite": card["suite"]["name"],
+        "runs": len(card["runs"]),
+        "statuses": statuses,
+        "failed_runs": [
+            {"run_id": o.run.id, "task_id": o.run.task_id, "status": o.status}
+            for o in failed_runs(outcomes)
+        ],
+        "components": {
+            c["component"]: {k: c.get(k) for k in ("mean", "low", "high", "evaluated")}
+            for c in card["components"]
+        },
+        "flags": card.get("flags", {}),
+        "scorecard_url": f"{client.base_url}/api/experiments/{experiment_id}/scorecard.json",
+        "viewer_url": client.viewer_url(experiment_id),
+        "exit_code": code,
+    }
+
+
+def _run(args: argparse.Namespace) -> int:
+    resolve_renamed_flags(args)
+    argv = agent_command(args.agent)
     if args.trials < 1 or args.concurrency < 1 or args.timeout <= 0:
-        raise RunError("--trials and --concurrency must be at least 1, --timeout positive")
-    console = Console(soft_wrap=True)  # URLs stay whole; tables still fit the width
+        raise UsageError("--trials and --concurrency must be at least 1, --timeout positive")
+    if args.max_failed_runs < 0:
+        raise UsageError("--max-failed-runs must be 0 or more")
+    # With --json, stdout is the JSON document alone: the human summary goes to stderr.
+    console = Console(soft_wrap=True, stderr=args.json)  # URLs stay whole; tables still fit
     started = time.monotonic()
     interrupt_on_sigterm()
     with connect(args) as client:
+        warn_about_otel_endpoint(client.base_url)
+        if not Path(args.suite).is_file():
+            raise UsageError(f"--suite {args.suite}: no such file")
         try:
-            suite = client.add_suite(Path(args.suite))
+            suite = client.add_suite_file(Path(args.suite))
             experiment = client.create_experiment(suite["version"], _config(args), args.trials)
         except (OSError, TracecardError) as exc:
             raise RunError(f"{args.suite}: {exc}") from exc
         tasks = len(suite["tasks"])
         console.print(
-            f"experiment [bold]{experiment.id}[/]: {args.config} on suite {suite['name']} "
+            f"experiment [bold]{experiment.id}[/]: {args.name} on suite {suite['name']} "
             f"({tasks} tasks × {args.trials} trials = {len(experiment.runs)} runs), "
             f"{args.concurrency} at a time, timeout {args.timeout:g}s — server {client.base_url}"
         )
@@ -170,28 +271,41 @@ def _run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             timeout_s=args.timeout,
             work_dir=work_dir,
-            progress=not args.quiet,
+            progress=not args.quiet and not args.json,
         )
-        print_summary(console, client, experiment.id, outcomes)
+        card = print_summary(console, client, experiment.id, outcomes)
         console.print(f"agent output and answers: {work_dir}/<run id>/")
         console.print(f"scorecard: {client.base_url}/api/experiments/{experiment.id}/scorecard.md")
         console.print(f"viewer: {client.viewer_url(experiment.id)}")
+        failed = failed_runs(outcomes)
+        code = 0
         if interrupted:
             aborted = sum(1 for o in outcomes if o.status == "aborted")
             console.print(f"interrupted: kept the finished runs, aborted {aborted}")
-            return INTERRUPTED
+            code = INTERRUPTED
+        elif len(failed) > args.max_failed_runs:
+            console.print(
+                f"{len(failed)} run(s) errored, timed out or could not start "
+                f"(--max-failed-runs {args.max_failed_runs}): exit {EXIT_FAILED}"
+            )
+            code = EXIT_FAILED
+        if args.json:
+            print_json(run_summary_json(card, outcomes, client, code))
+        if interrupted:
+            return code
         console.print(f"done in {time.monotonic() - started:.1f}s")
         if not args.server:
             console.print(
                 "the embedded server has stopped; browse the results with "
-                f"`tracecard serve{' --config ' + args.settings if args.settings else ''}"
+                f"`tracecard serve{' --config ' + args.config if args.config else ''}"
                 f"{' --db ' + args.db if args.db else ''}`"
                 if not args.serve
                 else "serving the viewer until Ctrl-C"
             )
             if args.serve:
+                sys.stdout.flush()
                 serve_forever()
-    return 0
+    return code
 
 
 def serve_forever() -> None:
@@ -210,7 +324,7 @@ def register(sub: Any) -> None:
         "environment described in docs/agents.md, score every run, print the scorecard.",
     )
     run.add_argument("--suite", required=True, help="suite file (TOML or JSON)")
-    run.add_argument("--config", required=True, help="name of the configuration under test")
+    run.add_argument("--name", help="name of the configuration under test, e.g. careful")
     run.add_argument("--trials", type=int, default=1, help="trials per task (default 1)")
     run.add_argument(
         "--agent", required=True, help="command that runs one trial, e.g. 'python agent.py'"
@@ -229,7 +343,11 @@ def register(sub: Any) -> None:
     )
     run.add_argument("--server", help="URL of a running tracecard (default: an embedded one)")
     run.add_argument("--token", help="API token of --server")
-    run.add_argument("--settings", help="tracecard.toml for the embedded server (upstreams, db)")
+    run.add_argument(
+        "--config",
+        help="tracecard.toml for the embedded server (default: ./tracecard.toml or a parent's)",
+    )
+    run.add_argument("--settings", help=argparse.SUPPRESS)  # deprecated spelling of --config
     run.add_argument(
         "--db", help="database of the embedded server (default .tracecard/tracecard.db)"
     )
@@ -239,4 +357,14 @@ def register(sub: Any) -> None:
     )
     run.add_argument("--serve", action="store_true", help="keep the embedded server up afterwards")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--max-failed-runs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="exit 0 with up to N runs errored, timed out or not started (default 0)",
+    )
+    run.add_argument(
+        "--json", action="store_true", help="print the experiment id, statuses and means as JSON"
+    )
     run.set_defaults(handler=_run)

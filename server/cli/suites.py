@@ -4,6 +4,7 @@ so they need no running server (scorers are pure; rescoring never touches the to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from tracecard.scorers import (
     to_markdown,
 )
 from tracecard.server.api.evaluation import comparison_view
+from tracecard.server.cli.common import existing_store, settings_from_args
 from tracecard.server.evaluation.service import (
     compare,
     experiment_with_runs,
@@ -30,17 +32,14 @@ from tracecard.server.evaluation.service import (
 )
 from tracecard.server.orchestration.summary import comparison_table, verdict_line
 from tracecard.server.runs.service import RunError
-from tracecard.server.settings import load_settings
 from tracecard.traces.store import Store
 
 WRITERS: dict[str, object] = {"json": to_json, "csv": to_csv, "md": to_markdown, "xml": to_junit}
 
 
-def _store(args: argparse.Namespace) -> Store:
-    settings = load_settings(getattr(args, "config", None), db=getattr(args, "db", None))
-    store = Store(settings.db)
-    store.create_schema()
-    return store
+def _store(args: argparse.Namespace) -> contextlib.AbstractContextManager[Store]:
+    """The database of `--db`/`--config`, which must exist (never created here)."""
+    return existing_store(settings_from_args(args, db=getattr(args, "db", None)))
 
 
 def _suite_check(args: argparse.Namespace) -> int:
@@ -60,7 +59,11 @@ def _suite_check(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    store = _store(args)
+    with _store(args) as store:
+        return _rescore(store, args)
+
+
+def _rescore(store: Store, args: argparse.Namespace) -> int:
     _experiment, runs = experiment_with_runs(store, args.experiment)
     console = Console(stderr=True)
     with Progress(
@@ -78,14 +81,16 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    view = comparison_view(compare(_store(args), args.a, args.b, args.component))
+    with _store(args) as store:
+        view = comparison_view(compare(store, args.a, args.b, args.component))
     Console().print(comparison_table(view, args.a, args.b))
     print(verdict_line(view, args.a, args.b))
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
-    card = scorecard_for(_store(args), args.experiment)
+    with _store(args) as store:
+        card = scorecard_for(store, args.experiment)
     output: str | bytes = WRITERS[args.format](card)  # type: ignore[operator]
     text = output.decode() if isinstance(output, bytes) else output
     if args.output:
@@ -107,7 +112,8 @@ def _parse_thresholds(pairs: list[str]) -> dict[str, float]:
 
 
 def _gate(args: argparse.Namespace) -> int:
-    card = scorecard_for(_store(args), args.experiment)
+    with _store(args) as store:
+        card = scorecard_for(store, args.experiment)
     result = gate(card, _parse_thresholds(args.min))
     for line in result.failures:
         print(f"FAIL {line}")
@@ -116,7 +122,9 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _with_db(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="tracecard.toml (for its database URL)")
+    parser.add_argument(
+        "--config", help="tracecard.toml, for its `db` (default: ./tracecard.toml or a parent's)"
+    )
     parser.add_argument(
         "--db", help="database URL or SQLite file (default .tracecard/tracecard.db)"
     )

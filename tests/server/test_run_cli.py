@@ -109,7 +109,7 @@ def test_quickstart_run_scores_a_pydantic_ai_agent_command(tmp_path: Path) -> No
 def test_agents_doc_minimal_agent_runs_as_written(tmp_path: Path) -> None:
     (agent,) = code_blocks(ROOT / "docs" / "agents.md", "python")
     (tmp_path / "my_agent.py").write_text(agent)
-    argv = doc_command(ROOT / "docs" / "agents.md", "tracecard run --settings")
+    argv = doc_command(ROOT / "docs" / "agents.md", "tracecard run --config")
     assert "python my_agent.py" in argv
     argv = [a.replace("my_agent.py", str(tmp_path / "my_agent.py")) for a in argv]
     extra = ["--db", str(tmp_path / "t.db"), "--port", "0", "--work-dir", str(tmp_path / "w")]
@@ -127,7 +127,7 @@ def test_agents_doc_minimal_agent_runs_as_written(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--suite", "no/such/suite.toml"], "No such file"),
+        (["--suite", "no/such/suite.toml"], "--suite no/such/suite.toml: no such file"),
         (["--agent", ""], "--agent is empty"),
         (["--agent", "python 'unclosed"], "cannot split"),
         (["--trials", "0"], "--trials and --concurrency must be at least 1"),
@@ -139,7 +139,7 @@ def test_bad_input_is_reported_without_a_traceback(
     args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     suite = ROOT / "examples" / "helpdesk" / "suite.toml"
-    base = {"--suite": str(suite), "--config": "x", "--agent": "true", "--trials": "1"}
+    base = {"--suite": str(suite), "--name": "x", "--agent": "true", "--trials": "1"}
     for flag, value in zip(args[::2], args[1::2], strict=True):
         base[flag] = value
     argv = ["run", *[p for pair in base.items() for p in pair]]
@@ -152,7 +152,7 @@ def test_a_suite_whose_upstream_is_not_configured_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     suite = ROOT / "examples" / "helpdesk" / "suite.toml"
-    argv = ["run", "--suite", str(suite), "--config", "x", "--agent", "true"]
+    argv = ["run", "--suite", str(suite), "--name", "x", "--agent", "true"]
     argv += ["--db", str(tmp_path / "t.db"), "--port", "0"]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -178,7 +178,7 @@ def test_summary_and_ctrl_c(stop: signal.Signals, settings: Settings, tmp_path: 
     work = tmp_path / "work"
     with running_tracecard(settings) as server:
         argv = [sys.executable, "-m", "tracecard.server.cli.main", "run", "--server", server.url]
-        argv += ["--suite", str(suite), "--config", "interrupted", "--trials", "1"]
+        argv += ["--suite", str(suite), "--name", "interrupted", "--trials", "1"]
         argv += ["--agent", f"{sys.executable} {agent}", "--concurrency", "4"]
         argv += ["--timeout", "120", "--grace", "0.5", "--work-dir", str(work), "--quiet"]
         process = subprocess.Popen(

@@ -1,0 +1,182 @@
+"""What every command shares: the common flags, quiet logging, finding and loading the
+settings, opening an existing database, binding the real port, JSON output and usage errors."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import socket
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracecard.server.runs.service import RunError
+from tracecard.server.settings import ConfigError, Settings, find_config, load_settings
+from tracecard.traces.engine import is_sqlite, normalise_url
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_USAGE",
+    "UsageError",
+    "add_common_flags",
+    "bind_socket",
+    "configure_logging",
+    "describe_db",
+    "existing_store",
+    "print_json",
+    "settings_from_args",
+    "warn",
+]
+
+EXIT_FAILED = 1  # the command ran and the answer is "no" (gate failed, a run errored, ...)
+EXIT_USAGE = 2  # the command could not do what was asked (bad flag, missing file, ...)
+LOG_LEVELS = ("debug", "info", "warning", "error")
+# Libraries that narrate at INFO (Alembic's plugin set-up, httpx's request lines): kept at
+# WARNING unless --log-level debug asks for everything.
+CHATTY_LOGGERS = ("alembic", "httpx", "httpcore", "mcp", "uvicorn.error", "uvicorn.access")
+
+
+class UsageError(RunError):
+    """A flag or an argument that cannot be used as given (exit code 2)."""
+
+
+def add_common_flags(parser: argparse.ArgumentParser, top: bool = False) -> None:
+    """`--log-level` and `--debug`, accepted before or after the subcommand."""
+    default: Any = "warning" if top else argparse.SUPPRESS
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=default,
+        help="log level (default warning: quiet)",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="show the traceback of an unexpected error",
+    )
+
+
+def configure_logging(level: str) -> None:
+    """Root at `level`; the chatty libraries at WARNING unless `level` is debug."""
+    number = getattr(logging, level.upper())
+    logging.basicConfig(level=number, format="%(levelname)s %(name)s: %(message)s", force=True)
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(number if number <= logging.DEBUG else logging.WARNING)
+
+
+def warn(message: str) -> None:
+    """A one-line warning on stderr (never mixed into --json output)."""
+    print(f"tracecard: warning: {message}", file=sys.stderr, flush=True)
+
+
+def config_path(args: argparse.Namespace) -> str | None:
+    """`--config`, else `tracecard.toml` in the current folder or a parent."""
+    given = getattr(args, "config", None)
+    if given:
+        return str(given)
+    found = find_config()
+    return None if found is None else str(found)
+
+
+def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
+    """The settings of this command; the config file used is named on stderr."""
+    path = config_path(args)
+    if path is not None:
+        print(f"config: {path}", file=sys.stderr, flush=True)
+    return load_settings(path, **overrides)
+
+
+def describe_db(url: str) -> str:
+    """The database as a person would name it: the SQLite file, or the URL without password."""
+    url = normalise_url(url)
+    if is_sqlite(url):
+        return url.split("///", 1)[1] if "///" in url else url
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True).replace("+psycopg", "")
+
+
+def database_problem(url: str, exc: BaseException) -> str:
+    """One line about a database that cannot be opened, with what to do."""
+    first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    reason = first[0] if first else type(exc).__name__
+    hint = "" if is_sqlite(url) else " (the database must exist: createdb NAME)"
+    return f"cannot open database {describe_db(url)}: {reason}{hint}"
+
+
+def check_database(url: str) -> None:
+    """Connect once, so that a wrong URL is one line before anything starts."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from tracecard.traces.engine import make_engine
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("select 1"))
+    except SQLAlchemyError as exc:
+        raise ConfigError(database_problem(url, exc)) from exc
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def existing_store(settings: Settings) -> Iterator[Any]:
+    """The store of a database that already exists (read-only commands never create one);
+    "no experiment" errors name the database they looked in."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from tracecard.traces.store import Store
+
+    url = normalise_url(settings.db)
+    where = describe_db(url)
+    if is_sqlite(url) and where != ":memory:" and not Path(where).is_file():
+        raise UsageError(
+            f"no database at {where}: pass --db URL (or --config with a `db`), or record "
+            "something first with `tracecard run` or `tracecard serve`",
+            404,
+        )
+    check_database(url)
+    store = Store(url)
+    try:
+        store.create_schema()  # an existing database is brought to the current schema
+        yield store
+    except RunError as exc:
+        if exc.status_code == 404:
+            raise RunError(f"{exc} in database {where}", 404) from exc
+        raise
+    except SQLAlchemyError as exc:
+        raise ConfigError(database_problem(url, exc)) from exc
+    finally:
+        store.dispose()
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0: any free one), so that the printed and
+    handed-out URLs carry the port really bound."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(
+            f"cannot listen on {host}:{port} ({exc.strerror}): a tracecard already running? "
+            "pass --port PORT, or --port 0 for a free one"
+        ) from exc
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def print_json(document: Any) -> None:
+    """One JSON document on stdout, for scripts (`--json`)."""
+    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+    sys.stdout.flush()
