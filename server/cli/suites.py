@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from tracecard.scorers import (
+    Scorecard,
     SuiteError,
     gate,
     load_suite,
@@ -22,8 +24,15 @@ from tracecard.scorers import (
     to_junit,
     to_markdown,
 )
+from tracecard.scorers.registry import component_names
 from tracecard.server.api.evaluation import comparison_view
-from tracecard.server.cli.common import existing_store, settings_from_args
+from tracecard.server.cli.common import (
+    EXIT_FAILED,
+    UsageError,
+    existing_store,
+    print_json,
+    settings_from_args,
+)
 from tracecard.server.evaluation.service import (
     compare,
     experiment_with_runs,
@@ -31,7 +40,6 @@ from tracecard.server.evaluation.service import (
     scorecard_for,
 )
 from tracecard.server.orchestration.summary import comparison_table, verdict_line
-from tracecard.server.runs.service import RunError
 from tracecard.traces.store import Store
 
 WRITERS: dict[str, object] = {"json": to_json, "csv": to_csv, "md": to_markdown, "xml": to_junit}
@@ -60,7 +68,15 @@ def _suite_check(args: argparse.Namespace) -> int:
 
 def _score(args: argparse.Namespace) -> int:
     with _store(args) as store:
-        return _rescore(store, args)
+        code = _rescore(store, args)
+        if args.json:
+            print_json(
+                {
+                    "experiment_id": args.experiment,
+                    "components": _means(scorecard_for(store, args.experiment)),
+                }
+            )
+        return code
 
 
 def _rescore(store: Store, args: argparse.Namespace) -> int:
@@ -76,16 +92,39 @@ def _rescore(store: Store, args: argparse.Namespace) -> int:
     ) as progress:
         bar = progress.add_task("runs", total=len(runs))
         results = rescore(store, runs, progress=lambda done: progress.update(bar, completed=done))
-    print(f"rescored {len(results)} of {len(runs)} run(s) of experiment {args.experiment}")
+    print(
+        f"rescored {len(results)} of {len(runs)} run(s) of experiment {args.experiment}",
+        file=sys.stderr if args.json else sys.stdout,
+    )
     return 0
+
+
+def _known_component(name: str, flag: str) -> str:
+    known = component_names()
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise UsageError(f"{flag}: unknown component {name!r}{hint}; known: {', '.join(known)}")
+    return name
 
 
 def _compare(args: argparse.Namespace) -> int:
+    component = _known_component(args.component, "--component")
     with _store(args) as store:
-        view = comparison_view(compare(store, args.a, args.b, args.component))
+        view = comparison_view(compare(store, args.a, args.b, component))
+    # TODO(v9 drift report): when the comparison carries tool-definition drift, refuse a
+    # verdict unless --allow-drift (the flag is accepted already and reported in --json).
+    verdict = view["verdict"]
+    worse = verdict == "A better" or (args.fail_on == "any" and verdict != "B better")
+    code = EXIT_FAILED if args.fail_on and worse else 0
+    if args.json:
+        print_json({**view, "fail_on": args.fail_on, "exit_code": code})
+        return code
     Console().print(comparison_table(view, args.a, args.b))
     print(verdict_line(view, args.a, args.b))
-    return 0
+    if code:
+        print(f"compare failed: verdict {verdict!r} with --fail-on {args.fail_on}")
+    return code
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -95,30 +134,89 @@ def _export(args: argparse.Namespace) -> int:
     text = output.decode() if isinstance(output, bytes) else output
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote {args.output}", file=sys.stderr)
+        if args.json:
+            print_json(
+                {
+                    "experiment_id": args.experiment,
+                    "format": args.format,
+                    "output": args.output,
+                    "components": _means(card),
+                }
+            )
+        else:
+            print(f"wrote {args.output}", file=sys.stderr)
+    elif args.json and args.format != "json":
+        raise UsageError("--json without --output needs --format json (stdout holds one document)")
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
 
-def _parse_thresholds(pairs: list[str]) -> dict[str, float]:
-    thresholds: dict[str, float] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise RunError(f"--min takes COMPONENT=VALUE, e.g. outcome=0.8, not {pair!r}")
-        thresholds[name] = float(value)
-    return thresholds
+def _means(card: Scorecard) -> dict[str, dict[str, Any]]:
+    return {
+        c.component: {"mean": c.mean, "low": c.low, "high": c.high, "n_tasks": c.n_tasks}
+        for c in card.components
+    }
+
+
+def _threshold(pair: str) -> tuple[str, float]:
+    name, sep, raw = pair.partition("=")
+    if not sep or not name or not raw.strip():
+        raise UsageError(
+            f"--min takes COMPONENT=VALUE, e.g. outcome=0.8 or outcome=80%, not {pair!r}"
+        )
+    text = raw.strip()
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise UsageError(f"--min {pair}: {raw!r} is not a number (e.g. 0.8 or 80%)") from None
+    if not 0.0 <= value <= 1.0:
+        raise UsageError(f"--min {pair}: a threshold is between 0 and 1 (or 0% and 100%)")
+    return _known_component(name.strip(), "--min"), value
+
+
+def parse_thresholds(pairs: list[str]) -> dict[str, float]:
+    """`--min COMPONENT=VALUE` pairs, checked: at least one, known names, values in [0, 1]."""
+    if not pairs:
+        raise UsageError(
+            "gate needs at least one threshold, e.g. --min outcome=0.8 (a gate without one "
+            "would always pass)"
+        )
+    return dict(_threshold(pair) for pair in pairs)
 
 
 def _gate(args: argparse.Namespace) -> int:
+    thresholds = parse_thresholds(args.min)
     with _store(args) as store:
         card = scorecard_for(store, args.experiment)
-    result = gate(card, _parse_thresholds(args.min))
+    skipped = []
+    if args.allow_not_evaluated:
+        skipped = [
+            name
+            for name in thresholds
+            if (summary := card.summary(name)) is None or summary.mean is None
+        ]
+    result = gate(card, {k: v for k, v in thresholds.items() if k not in skipped})
+    code = 0 if result.passed else EXIT_FAILED
+    if args.json:
+        print_json(
+            {
+                "experiment_id": args.experiment,
+                "passed": result.passed,
+                "thresholds": thresholds,
+                "failures": result.failures,
+                "skipped_not_evaluated": skipped,
+                "components": _means(card),
+                "exit_code": code,
+            }
+        )
+        return code
+    for name in skipped:
+        print(f"SKIP {name}: not evaluated (--allow-not-evaluated)")
     for line in result.failures:
         print(f"FAIL {line}")
     print("gate passed" if result.passed else "gate failed")
-    return 0 if result.passed else 1
+    return code
 
 
 def _with_db(parser: argparse.ArgumentParser) -> None:
@@ -127,6 +225,12 @@ def _with_db(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--db", help="database URL or SQLite file (default .tracecard/tracecard.db)"
+    )
+
+
+def _json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print the result as one JSON document on stdout"
     )
 
 
@@ -141,6 +245,7 @@ def register(sub: Any) -> None:
     score = sub.add_parser("score", help="rescore an experiment's stored traces")
     score.add_argument("--experiment", required=True, help="experiment id")
     score.add_argument("--quiet", action="store_true", help="no progress bar")
+    _json_flag(score)
     _with_db(score)
     score.set_defaults(handler=_score)
 
@@ -148,6 +253,17 @@ def register(sub: Any) -> None:
     comparison.add_argument("a", help="experiment id A (the baseline)")
     comparison.add_argument("b", help="experiment id B (the candidate)")
     comparison.add_argument("--component", default="outcome", help="component (default outcome)")
+    comparison.add_argument(
+        "--fail-on",
+        choices=("regression", "any"),
+        help="exit 1 when B is worse (regression), or not better (any: also undecided)",
+    )
+    comparison.add_argument(
+        "--allow-drift",
+        action="store_true",
+        help="give a verdict even when the two experiments saw different tool definitions",
+    )
+    _json_flag(comparison)
     _with_db(comparison)
     comparison.set_defaults(handler=_compare)
 
@@ -155,6 +271,7 @@ def register(sub: Any) -> None:
     export.add_argument("--experiment", required=True, help="experiment id")
     export.add_argument("--format", choices=sorted(WRITERS), default="md", help="default md")
     export.add_argument("--output", "-o", help="file to write (default stdout)")
+    _json_flag(export)
     _with_db(export)
     export.set_defaults(handler=_export)
 
@@ -167,7 +284,14 @@ def register(sub: Any) -> None:
         action="append",
         default=[],
         metavar="COMPONENT=VALUE",
-        help="threshold on a component's mean, e.g. --min outcome=0.8 (repeatable)",
+        help="threshold on a component's mean, e.g. --min outcome=0.8 or outcome=80%% "
+        "(repeatable; at least one)",
     )
+    gate_parser.add_argument(
+        "--allow-not-evaluated",
+        action="store_true",
+        help="skip a threshold whose component was not evaluated (default: it fails)",
+    )
+    _json_flag(gate_parser)
     _with_db(gate_parser)
     gate_parser.set_defaults(handler=_gate)

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -23,7 +24,6 @@ from tracecard.scorers.registry import component_key, component_names
 from tracecard.server.orchestration.orchestrator import RunOutcome
 
 __all__ = ["RunProgress", "comparison_table", "failures_table", "scorecard_table", "status_line"]
-
 
 
 class RunProgress:
@@ -68,44 +68,61 @@ def _cell(stats: dict[str, Any] | None) -> str:
         return "n/e"
     if not stats.get("evaluated"):  # a value without pass/fail (the composite)
         return f"{mean:.2f}"
-    flip = " ⇄" if stats.get("flip") else ""
+    flip = "⇄" if stats.get("flip") else ""
     return f"{mean:.2f} {stats['passes']}/{stats['evaluated']}{flip}"
 
 
-HEADERS = {"invocation": "invoc.", "completion": "compl.", "efficiency": "effic."}
+HEADERS = {
+    "invocation": "invoc.",
+    "completion": "compl.",
+    "efficiency": "effic.",
+    "composite": "comp.",
+}
+LEGEND = "invoc. invocation · compl. completion · effic. efficiency · comp. composite"
+
+
+def _interval(summary: dict[str, Any] | None) -> tuple[str, str]:
+    """The mean, and its 95% interval on its own line ("n/a" below 2 tasks)."""
+    if summary is None or summary.get("mean") is None:
+        return "–", ""
+    low, high = summary.get("low"), summary.get("high")
+    if low is None or high is None:
+        return f"{summary['mean']:.2f}", "n/a"
+    return f"{summary['mean']:.2f}", f"{low:.2f}–{high:.2f}"
 
 
 def scorecard_table(card: dict[str, Any], title: str | None = None) -> Table:
     """Rows: tasks and the suite mean; columns: components as `mean passes/evaluated`.
-    ⇄ marks a task whose trials both passed and failed (a flip); n/e: not evaluated."""
+    ⇄ marks a task whose trials both passed and failed (a flip); n/e: not evaluated.
+    Narrow enough for 80 columns (a CI log): short headers with a legend, no vertical rules,
+    the interval on a row of its own."""
     experiment = card["experiment"]
     name = experiment["config"].get("name", experiment["id"])
     trials = max((t["runs"] for t in card["tasks"]), default=0)
     table = Table(
         title=title
         or f"{name} · {card['suite']['name']} · experiment {experiment['id']} · {trials} trials",
-        caption="mean passes/evaluated per task · ⇄ trials disagree · n/e not evaluated",
+        caption="mean passes/evaluated per task · ⇄ trials disagree · n/e not evaluated\n" + LEGEND,
+        box=box.SIMPLE_HEAD,
+        padding=(0, 0),
+        pad_edge=False,
+        show_edge=False,
     )
     # Every registered component (a third-party one too), plus any the card scored that is not.
     components = sorted(
         set(component_names()) | {c["component"] for c in card["components"]}, key=component_key
     )
-    table.add_column("task", no_wrap=True)
+    table.add_column("task", overflow="fold")
     for component in components:
-        table.add_column(HEADERS.get(component, component), justify="right")
+        table.add_column(HEADERS.get(component, component), justify="right", no_wrap=True)
     for task in card["tasks"]:
         by_component = {c["component"]: c for c in task["components"]}
         table.add_row(task["task_id"], *(_cell(by_component.get(c)) for c in components))
     summaries = {c["component"]: c for c in card["components"]}
-    means = []
-    for component in components:
-        summary = summaries.get(component)
-        if summary is None or summary["mean"] is None:
-            means.append("–")
-        else:
-            means.append(f"{summary['mean']:.2f} ({summary['low']:.2f}–{summary['high']:.2f})")
+    rows = [_interval(summaries.get(component)) for component in components]
     table.add_section()
-    table.add_row(f"mean, 95% CI ({len(card['runs'])} runs)", *means, style="bold")
+    table.add_row(f"mean ({len(card['runs'])} runs)", *(r[0] for r in rows), style="bold")
+    table.add_row("95% CI", *(r[1] for r in rows))
     return table
 
 

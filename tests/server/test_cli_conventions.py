@@ -1,0 +1,189 @@
+"""The first hour of a new user (#14): each numbered item as a test of the command's output."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.processes import ROOT
+from tracecard import __version__
+from tracecard.server.cli.common import configure_logging
+from tracecard.server.cli.main import main
+
+TRACECARD = [str(Path(sys.executable).parent / "tracecard")]  # the installed console script
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACECARD_", "OTEL_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def test_1_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"tracecard {__version__}"
+
+
+def test_2_run_old_spellings_warn_and_still_work(capsys: pytest.CaptureFixture[str]) -> None:
+    from tracecard.server.cli.main import build_parser
+    from tracecard.server.cli.run import resolve_renamed_flags
+
+    parser = build_parser()
+    base = ["run", "--suite", "s.toml", "--agent", "true"]
+    old = parser.parse_args([*base, "--settings", "x/tracecard.toml", "--config", "careful"])
+    resolve_renamed_flags(old)
+    assert (old.name, old.config) == ("careful", "x/tracecard.toml")
+    err = capsys.readouterr().err
+    assert "--settings is deprecated: use --config PATH" in err
+    assert "--config careful as the name is deprecated: use --name careful" in err
+    new = parser.parse_args([*base, "--config", "x/tracecard.toml", "--name", "careful"])
+    resolve_renamed_flags(new)
+    assert (new.name, new.config) == ("careful", "x/tracecard.toml")
+    assert capsys.readouterr().err == ""
+    # every command that reads tracecard.toml calls it --config
+    for command in ("serve", "run", "score", "compare", "export", "gate"):
+        sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+        assert "--config" in sub._option_string_actions, command
+        assert "tracecard.toml" in sub._option_string_actions["--config"].help
+
+
+def test_3_4_8_serve_finds_tracecard_toml_and_prints_the_bound_port(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "tracecard.toml").write_text(
+        '[upstreams.tools]\nurl = "http://127.0.0.1:9/mcp"\n'
+    )
+    process = subprocess.Popen(
+        [*TRACECARD, "serve", "--port", "0", "--db", str(tmp_path / "t.db")],
+        cwd=tmp_path / "sub",  # found in the parent folder
+        env=_clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        upstream = process.stdout.readline()
+        assert banner.startswith("tracecard serving on http://127.0.0.1:")
+        port = int(banner.split("http://127.0.0.1:")[1].split()[0])
+        assert port != 0
+        assert upstream.strip() == f"upstream tools: http://127.0.0.1:{port}/mcp/tools"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the server did not answer on its port"
+                time.sleep(0.1)
+        assert health.status_code == 200
+        run = httpx.post(f"http://127.0.0.1:{port}/api/runs", json={}).json()
+        assert all(f"127.0.0.1:{port}/" in url for url in run["urls"].values())
+        assert run["urls"], run
+    finally:
+        process.terminate()
+        _out, err = process.communicate(timeout=15)
+    assert f"config: {(tmp_path / 'tracecard.toml').resolve()}" in err
+    assert "INFO" not in err  # item 8: no alembic lines at start
+
+
+def test_5_read_only_commands_never_create_a_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for argv in (
+        ["export", "--experiment", "x"],
+        ["gate", "--experiment", "x", "--min", "outcome=0.8"],
+        ["score", "--experiment", "x"],
+        ["compare", "a", "b"],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("tracecard: no database at .tracecard/tracecard.db: pass --db"), err
+        assert len(err.splitlines()) == 1
+    assert not (tmp_path / ".tracecard").exists()
+
+
+def test_5_no_experiment_names_the_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tracecard.traces.store import Store
+
+    db = tmp_path / "real.db"
+    store = Store(f"sqlite:///{db}")
+    store.create_schema()
+    store.dispose()
+    assert main(["export", "--experiment", "nope", "--db", str(db)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"tracecard: no experiment with id 'nope' in database {db}"
+
+
+def test_8_chatty_libraries_are_quiet_by_default() -> None:
+    configure_logging("warning")
+    for name in ("alembic.runtime.plugins", "httpx", "httpcore.connection"):
+        assert not logging.getLogger(name).isEnabledFor(logging.INFO), name
+    configure_logging("debug")
+    assert logging.getLogger("httpx").isEnabledFor(logging.DEBUG)
+    configure_logging("warning")
+
+
+def test_9_off_loopback_refusal_is_one_plain_line(tmp_path: Path) -> None:
+    env = {**_clean_env(), "TRACECARD_HOST": "0.0.0.0"}
+    result = subprocess.run(
+        [*TRACECARD, "serve", "--db", str(tmp_path / "t.db")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("tracecard: settings: binding 0.0.0.0 exposes tracecard")
+    assert len(result.stderr.splitlines()) == 1 and "Value error" not in result.stderr
+
+
+@pytest.mark.postgres
+def test_10_a_missing_postgres_database_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.conftest import PG_URL, pg_available
+
+    if pg_available() is not None:
+        pytest.skip("PostgreSQL not reachable")
+    missing = PG_URL.rsplit("/", 1)[0] + "/no_such_db_c14"
+    for argv in (["serve", "--port", "0", "--db", missing], ["export", "--experiment", "x"]):
+        if argv[0] == "export":
+            argv += ["--db", missing]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("tracecard: cannot open database postgresql://"), err
+        assert "no_such_db_c14" in err and "the database must exist" in err
+        assert len(err.splitlines()) == 1
+
+
+def test_10_an_unexpected_error_has_no_traceback_unless_debug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tracecard.server.cli import suites
+
+    def boom(_args: object) -> int:
+        raise RuntimeError("disk on fire\nsecond line")
+
+    monkeypatch.setattr(suites, "_suite_check", boom)
+    assert main(["suite", "check", "x.toml"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "tracecard: RuntimeError: disk on fire",
+        "tracecard: unexpected: run again with --debug for the traceback",
+    ]
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        main(["suite", "check", "x.toml", "--debug"])
