@@ -311,7 +311,7 @@ class TracecardClient(_Base):
     def next_turn(self, run_id: str) -> dict[str, Any]:
         """The run's next user message: `{done: false, index, count, user, instruction}`, or
         `{done: true}` after the last turn. Asking closes the open turn: its probes run first."""
-        return self._json("POST", f"/api/runs/{run_id}/turns/next")
+        return self._do(_json_call("POST", f"/api/runs/{run_id}/turns/next"))
 
     def finish_run(
         self,
@@ -410,6 +410,10 @@ class AsyncTracecardClient(_Base):
     async def get_run(self, run_id: str) -> dict[str, Any]:
         """See `TracecardClient.get_run`."""
         return await self._do(_Requests.get(f"/api/runs/{run_id}"))
+
+    async def next_turn(self, run_id: str) -> dict[str, Any]:
+        """See `TracecardClient.next_turn`."""
+        return await self._do(_json_call("POST", f"/api/runs/{run_id}/turns/next"))
 
     async def finish_run(
         self,

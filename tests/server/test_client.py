@@ -119,3 +119,64 @@ def test_docs_client_example_runs_as_written(server: RunningServer, tmp_path: Pa
     assert lines[1].startswith("sloppy: completion 0.50 -> http://")
     assert lines[2].startswith("verdict: A better")
     assert "Scorecard: arithmetic · sloppy" in result.stdout
+
+
+def test_path_and_text_are_explicit(server: RunningServer, tmp_path: Path) -> None:
+    # #14.12: a mistyped path is an error, never "TOML text"
+    with TracecardClient(server.url) as tc:
+        with pytest.raises(FileNotFoundError, match="suites/typo.toml: no such suite file"):
+            tc.add_suite("suites/typo.toml")
+        with pytest.raises(FileNotFoundError, match="no such suite file"):
+            tc.add_suite_file(tmp_path / "missing.json")
+        assert tc.add_suite_text(json.dumps(SUITE))["name"] == "tiny"
+        toml = 'schema_version = 1\nname = "t2"\n[[tasks]]\nid = "a"\ninstruction = "x"\n'
+        assert tc.add_suite_text(toml, "toml")["name"] == "t2"
+        (tmp_path / "s.json").write_text(json.dumps(SUITE))
+        assert tc.add_suite_file(str(tmp_path / "s.json"))["tasks"] == ["greet", "count"]
+
+
+def test_an_unreachable_server_says_so(tmp_path: Path) -> None:
+    from tracecard.client import TracecardConnectionError
+
+    with TracecardClient("http://127.0.0.1:9", timeout=2) as tc:
+        with pytest.raises(TracecardConnectionError) as down:
+            tc.health()
+    message = str(down.value)
+    assert message.startswith("cannot reach tracecard at http://127.0.0.1:9: ")
+    assert "tracecard serve" in message and "answered 0" not in message
+
+
+def test_list_experiments_follows_the_pages(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tracecard.client
+
+    monkeypatch.setattr(tracecard.client, "PAGE_SIZE", 2)
+    with TracecardClient(server.url) as tc:
+        tc.add_suite_text(json.dumps(SUITE))
+        made = [tc.create_experiment("tiny", {"name": f"c{i}"}).id for i in range(5)]
+        listed = tc.list_experiments()
+        assert sorted(e["id"] for e in listed) == sorted(made) and len(listed) == 5
+        assert {e["config"]["name"] for e in listed} == {f"c{i}" for i in range(5)}
+        assert tc.list_experiments(suite="tiny")[0]["suite"] == "tiny"
+        assert tc.list_experiments(suite="other") == []
+    page = httpx.get(f"{server.url}/api/experiments", params={"limit": 2}).json()
+    assert len(page["experiments"]) == 2 and page["next_offset"] == 2
+    last = httpx.get(f"{server.url}/api/experiments", params={"offset": 4, "limit": 2}).json()
+    assert len(last["experiments"]) == 1 and last["next_offset"] is None
+    assert httpx.get(f"{server.url}/api/experiments", params={"limit": 0}).status_code == 400
+
+
+async def test_the_async_client_does_the_same(server: RunningServer) -> None:
+    from tracecard import AsyncTracecardClient
+
+    async with AsyncTracecardClient(server.url) as tc:
+        assert (await tc.health())["status"] == "ok"
+        await tc.add_suite_text(json.dumps(SUITE))
+        experiment = await tc.create_experiment("tiny", {"name": "async"}, trials=1)
+        for run in experiment.runs:
+            await tc.finish_run(run.id, final_answer="hi, 1 2 3")
+        card = await tc.scorecard(experiment.id)
+        assert card["experiment"]["id"] == experiment.id
+        assert any(e["id"] == experiment.id for e in await tc.list_experiments())
+        assert (await tc.compare(experiment.id, experiment.id, "completion"))["verdict"]
