@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
+from tests.support.processes import mcp_tool_server
+from tests.support.proxy import MCP_HEADERS, rpc, tracecard_for
 from tracecard.server.security import SecurityGuard, host_name
 from tracecard.server.settings import Settings
 from tracecard.viewer import csrf
@@ -320,3 +324,27 @@ def test_without_a_token_the_agents_own_authorization_is_forwarded() -> None:
     json = {"content_type": "application/json"}
     call(app, "POST", "/mcp/tools", b"{}", authorization="Bearer upstream-key", **json)
     assert reached.headers[0]["authorization"] == "Bearer upstream-key"
+
+
+def test_the_conformance_rebinding_check_passes_through_tracecard(tmp_path: Path) -> None:
+    """The MCP conformance `dns-rebinding-protection` requests, direct and through tracecard.
+
+    The upstream is the SDK's own server, which guards its Host and Origin itself: both ways,
+    `Host`/`Origin: evil.example.com` is 4xx and the server's own name is 2xx. The upstream
+    never sees the agent's Host (it gets its own), so a Host-only rebind is tracecard's to stop.
+    """
+    initialize = rpc(
+        "initialize",
+        {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}},
+    )
+
+    def post(url: str, host: str, origin: bool = True) -> int:
+        headers = {**MCP_HEADERS, "host": host, **({"origin": f"http://{host}"} if origin else {})}
+        return httpx.post(url, json=initialize, headers=headers, timeout=10).status_code
+
+    with mcp_tool_server() as upstream, tracecard_for({"tools": {"url": upstream}}, tmp_path) as tc:
+        for url in [upstream, f"{tc.url}/mcp/tools"]:
+            own = url.removeprefix("http://").split("/", 1)[0]
+            assert 400 <= post(url, "evil.example.com") < 500, url
+            assert 400 <= post(url, "evil.example.com", origin=False) < 500, url
+            assert 200 <= post(url, own) < 300, url
