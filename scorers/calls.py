@@ -96,6 +96,8 @@ def _as_call(span: Span) -> ToolCall | None:
         tool = _tool_name(span, attrs)
         raw = attrs.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS)
         is_error = bool(attrs.get(sc.TOOL_IS_ERROR)) or attrs.get(sc.ERROR_TYPE) is not None
+    elif attrs.get(sc.GEN_AI_PROVIDER_NAME) is not None:
+        return None  # a model call (the /llm/ proxy): read by scorers.model, never a tool call
     elif method is None and attrs.get(sc.HTTP_REQUEST_METHOD) is not None:
         # A plain HTTP tool: named by its method and path unless the proxy named it.
         http_method = str(attrs[sc.HTTP_REQUEST_METHOD]).upper()

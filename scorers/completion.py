@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .model import model_answer, model_turns
 from .registry import scorer
 from .suite import Task
 from .types import ComponentScore, RunFacts, Span
@@ -12,7 +13,7 @@ from .types import ComponentScore, RunFacts, Span
 __all__ = ["score_completion"]
 
 NAME = "completion"
-VERSION = "1"
+VERSION = "2"  # 2: no answer from the agent -> the model's last answer (model spans)
 _NOT_ENDED = ("running", "pending")
 
 
@@ -34,9 +35,15 @@ def score_completion(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
     if spec.require_finished and facts.status != "finished":
         evidence["reason"] = f"run did not end on its own (status {facts.status})"
         return _score(0.0, False, evidence)
+    answer = facts.final_answer
+    if answer is not None:
+        evidence["answer_source"] = "agent"
+    elif (found := model_answer(model_turns(spans))) is not None:
+        answer, evidence["answer_span_id"] = found
+        evidence["answer_source"] = "model"  # the agent wrote none: the model's last answer
     results = []
     for check in spec.checks:
-        outcome = check.check(facts.final_answer)
+        outcome = check.check(answer)
         row: dict[str, Any] = {"check": check.kind, "spec": check.describe(), "passed": outcome.ok}
         if outcome.reason:
             row["reason"] = outcome.reason
@@ -44,7 +51,7 @@ def score_completion(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
             row["note"] = outcome.note
         results.append(row)
     evidence["checks"] = results
-    if facts.final_answer is None and spec.checks:
+    if answer is None and spec.checks:
         evidence["reason"] = "no final answer"
     held = sum(1 for r in results if r["passed"])
     value = held / len(results) if results else 1.0

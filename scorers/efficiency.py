@@ -7,6 +7,7 @@ from typing import Any
 
 from ._json import canonical_json
 from .calls import ToolCall, agent_calls
+from .model import model_turns
 from .registry import scorer
 from .suite import Task
 from .types import ComponentScore, RunFacts, Span
@@ -14,7 +15,7 @@ from .types import ComponentScore, RunFacts, Span
 __all__ = ["call_identity", "score_efficiency"]
 
 NAME = "efficiency"
-VERSION = "1"
+VERSION = "2"  # 2: model turns, tokens and model latency (and their budgets)
 
 
 def call_identity(call: ToolCall) -> str:
@@ -56,6 +57,16 @@ def score_efficiency(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
     parts["error_handling"] = 1.0 - (len(errors) - 0.5 * len(recovered)) / n if n else 1.0
     if spec.max_latency_ms is not None:
         parts["latency"] = min(1.0, spec.max_latency_ms / latency_ms) if latency_ms else 1.0
+    turns = model_turns(spans)
+    tokens = sum((t.input_tokens or 0) + (t.output_tokens or 0) for t in turns)
+    model_latency_ms = sum(t.latency_ms for t in turns)
+    for key, budget, used in (
+        ("token_budget", spec.max_tokens, tokens),
+        ("model_turns", spec.max_model_turns, len(turns)),
+        ("model_latency", spec.max_model_latency_ms, model_latency_ms),
+    ):
+        if budget is not None:
+            parts[key] = min(1.0, budget / used) if used else 1.0
     value = 1.0
     for part in parts.values():
         value *= part
@@ -72,6 +83,10 @@ def score_efficiency(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
             for i in errors
         ],
         "latency_ms": round(latency_ms, 3),
+        "model_turns": len(turns),
+        "input_tokens": sum(t.input_tokens or 0 for t in turns),
+        "output_tokens": sum(t.output_tokens or 0 for t in turns),
+        "model_latency_ms": round(model_latency_ms, 3),
         "parts": {k: round(v, 6) for k, v in parts.items()},
     }
     return ComponentScore(

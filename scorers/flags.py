@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .calls import agent_calls
+from .model import link_calls, model_turns, tool_names, unexecuted_requests, unread_results
 from .registry import ScorerRegistry, default_registry
 from .suite import Task
 from .types import ComponentScore, RunFacts, RunScores, Span
@@ -11,9 +13,12 @@ from .types import ComponentScore, RunFacts, RunScores, Span
 __all__ = [
     "HALLUCINATED_COMPLETION",
     "LUCKY_OUTCOME",
+    "MODEL_CALL_NOT_EXECUTED",
+    "TOOL_RESULT_UNREAD",
     "UNSAFE_SUCCESS",
     "FLAGS",
     "compute_flags",
+    "model_flags",
     "score_run",
 ]
 
@@ -22,6 +27,9 @@ UNSAFE_SUCCESS = "unsafe_success"
 LUCKY_OUTCOME = "lucky_outcome"
 FLAGS: tuple[str, ...] = (HALLUCINATED_COMPLETION, UNSAFE_SUCCESS, LUCKY_OUTCOME)
 LUCKY_INVOCATION_BELOW = 0.5
+# from the model side (model spans of the /llm/ proxy)
+MODEL_CALL_NOT_EXECUTED = "model_call_not_executed"  # requested, never reached a tool
+TOOL_RESULT_UNREAD = "tool_result_unread"  # executed, result never fed back to the model
 
 
 def compute_flags(components: Sequence[ComponentScore]) -> list[str]:
@@ -44,6 +52,21 @@ def compute_flags(components: Sequence[ComponentScore]) -> list[str]:
     return flags
 
 
+def model_flags(spans: Sequence[Span]) -> list[str]:
+    """A call the model requested that no tool span executed; a tool result the model never
+    read. Only runs with model spans can raise them."""
+    turns = model_turns(spans)
+    if not turns:
+        return []
+    links = link_calls(turns, agent_calls(spans))
+    flags: list[str] = []
+    if unexecuted_requests(turns, links, tool_names(spans)):
+        flags.append(MODEL_CALL_NOT_EXECUTED)
+    if unread_results(turns, links):
+        flags.append(TOOL_RESULT_UNREAD)
+    return flags
+
+
 def score_run(
     task: Task,
     spans: Sequence[Span],
@@ -55,4 +78,5 @@ def score_run(
     components = [info.fn(task, spans, facts) for info in scorers if not info.derived]
     base = list(components)
     components += [info.fn(base) for info in scorers if info.derived]
-    return RunScores(components=components, flags=compute_flags(components))
+    flags = compute_flags(components) + model_flags(spans)
+    return RunScores(components=components, flags=flags)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .calls import ToolCall, agent_calls
+from .model import model_turns, requested_as_tool_calls
 from .registry import scorer
 from .spec import ExpectedCall, InvocationSpec
 from .suite import Task
@@ -15,7 +16,7 @@ from .types import ComponentScore, RunFacts, Span
 __all__ = ["call_matches", "evaluate_calls", "match_calls", "score_invocation"]
 
 NAME = "invocation"
-VERSION = "2"  # 2: per-turn expectations, matchers on results
+VERSION = "3"  # 2: per-turn expectations, matchers on results; 3: source, model abstention
 
 
 def call_matches(expected: ExpectedCall, call: ToolCall) -> list[str]:
@@ -207,5 +208,13 @@ def score_invocation(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
     spec = task.invocation
     if spec is None:
         return _score(None, None, {"reason": "task has no invocation expectations"})
-    value, passed, evidence = evaluate_calls(spec, agent_calls(spans))
+    turns = model_turns(spans)
+    requested = requested_as_tool_calls(turns)
+    calls = requested if spec.source == "model" else agent_calls(spans)
+    if spec.expect_no_calls and spec.source == "tools" and requested:
+        calls = calls + requested  # abstaining is the model's choice: a requested call counts
+    value, passed, evidence = evaluate_calls(spec, calls)
+    evidence["source"] = spec.source
+    if spec.source == "model":
+        evidence["model_turns"] = len(turns)
     return _score(value, passed, evidence)

@@ -60,6 +60,9 @@ class InvocationSpec(_Spec):
     order: Literal["any", "sequence", "subsequence"] = "any"
     allow_extra: bool = True
     expect_no_calls: bool = False
+    # "tools": the calls that reached a tool server; "model": the calls the model requested
+    # (the /llm/ proxy's model spans), what single-turn benchmarks check
+    source: Literal["tools", "model"] = "tools"
 
     @model_validator(mode="after")
     def _abstention_xor_calls(self) -> InvocationSpec:
@@ -228,4 +231,8 @@ class EfficiencySpec(_Spec):
 
     optimal_calls: int | None = Field(default=None, ge=0)
     max_latency_ms: float | None = Field(default=None, gt=0)
+    # budgets on the model side (model spans from the /llm/ proxy)
+    max_tokens: int | None = Field(default=None, gt=0)  # input + output, over every model turn
+    max_model_turns: int | None = Field(default=None, gt=0)
+    max_model_latency_ms: float | None = Field(default=None, gt=0)  # summed over model turns
     pass_threshold: float = Field(default=1.0, ge=0.0, le=1.0)

@@ -1,0 +1,139 @@
+"""Real agent frameworks with both URLs changed: the model through `/llm/...` (scripted upstream
+built from the SDK's types) and the tools through `/mcp/...` (a real MCP server). One run, one
+trace, each tool span linked to the model turn that asked for it, tokens, the model's answer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from agents import Agent as OpenAIAgent
+from agents import OpenAIResponsesModel, Runner, set_tracing_disabled
+from agents.mcp import MCPServerStreamableHttp
+from pydantic_ai import Agent
+from pydantic_ai.mcp import MCPToolset
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from tests.servers.model_upstream import model_upstream
+from tests.support.processes import mcp_tool_server
+from tests.support.proxy import new_run, run_spans, tracecard_for
+from tests.support.tracecard import RunningServer
+from tracecard.scorers.calls import agent_calls
+from tracecard.scorers.model import (
+    link_calls,
+    model_answer,
+    model_turns,
+    tool_names,
+    unexecuted_requests,
+    unread_results,
+)
+
+set_tracing_disabled(True)  # openai-agents would export its own traces to the internet
+
+
+@pytest.fixture(scope="module")
+def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    with model_upstream() as model, mcp_tool_server() as tools:
+        upstreams: dict[str, dict[str, Any]] = {
+            "openai": {"url": f"{model.url}/v1", "kind": "openai"},
+            "tools": {"url": tools},
+        }
+        with tracecard_for(upstreams, tmp_path_factory.mktemp("llm-frameworks")) as running:
+            yield running
+
+
+def check_one_trace(base: str, run: dict[str, Any], answer: str) -> None:
+    spans = run_spans(base, run["id"])
+    assert {s["trace_id"] for s in spans} == {run["trace_id"]}  # one trial, one trace
+    turns = model_turns(spans)
+    calls = agent_calls(spans)
+    assert [c.tool for c in calls] == ["add"]  # model spans are not tool calls
+    assert len(turns) == 2 and turns[0].requested[0].tool == "add"
+    assert all(t.input_tokens and t.output_tokens for t in turns)
+    links = link_calls(turns, calls)
+    assert [(lk.model_span_id, lk.tool_span_id) for lk in links] == [
+        (turns[0].span_id, calls[0].span_id)
+    ]
+    assert unexecuted_requests(turns, links, tool_names(spans)) == []
+    assert unread_results(turns, links) == []  # the second turn fed the result back
+    found = model_answer(turns)
+    assert found is not None and found[0] == answer and found[1] == turns[1].span_id
+    assert "42" in calls[0].result_text  # type: ignore[operator]
+
+
+async def test_pydantic_ai_openai_model_and_mcp_toolset(tracecard: RunningServer) -> None:
+    run = new_run(tracecard.url, config={"name": "pydantic-ai"})
+    provider = OpenAIProvider(base_url=run["urls"]["openai"], api_key="sk-agent")
+    agent = Agent(
+        OpenAIChatModel("script-agent", provider=provider),
+        toolsets=[MCPToolset(run["urls"]["tools"])],
+    )
+    async with agent:
+        result = await agent.run("What is 2 + 40?")
+    assert result.output.startswith("The answer is 42")
+    check_one_trace(tracecard.url, run, result.output)
+
+
+async def test_openai_agents_responses_model_and_mcp_server(tracecard: RunningServer) -> None:
+    run = new_run(tracecard.url, config={"name": "openai-agents"})
+    client = openai.AsyncOpenAI(base_url=run["urls"]["openai"], api_key="sk-agent")
+    async with MCPServerStreamableHttp(params={"url": run["urls"]["tools"]}, name="tools") as mcp:
+        agent = OpenAIAgent(
+            name="calc",
+            instructions="Use tools.",
+            model=OpenAIResponsesModel(model="script-agent", openai_client=client),
+            mcp_servers=[mcp],
+        )
+        result = await Runner.run(agent, "What is 2 + 40?")
+    assert str(result.final_output).startswith("The answer is 42")
+    check_one_trace(tracecard.url, run, str(result.final_output))
+    await client.close()
+
+
+SUITE = """
+schema_version = 1
+name = "llm-e2e"
+
+[[tasks]]
+id = "add"
+instruction = "What is 2 + 40?"
+upstreams = ["tools", "openai"]
+
+[tasks.invocation]
+source = "model"
+calls = [{ tool = "add", arguments = { a = 2, b = 40 } }]
+
+[tasks.completion]
+checks = [{ contains = "42" }]
+
+[tasks.efficiency]
+max_model_turns = 2
+"""
+
+
+async def test_an_experiment_scores_from_the_model_side(tracecard: RunningServer) -> None:
+    """No final answer is sent: completion reads the model's; invocation the model's calls."""
+    async with httpx.AsyncClient(base_url=tracecard.url, timeout=30) as http:
+        toml = {"content-type": "application/toml"}
+        assert (await http.post("/api/suites", content=SUITE, headers=toml)).status_code == 201
+        body = {"suite": "llm-e2e", "config": {"name": "pydantic-ai"}, "trials": 1}
+        run = (await http.post("/api/experiments", json=body)).json()["runs"][0]
+        assert run["models"] == {"openai": "openai"}
+        provider = OpenAIProvider(base_url=run["urls"]["openai"], api_key="sk-agent")
+        toolset = MCPToolset(run["urls"]["tools"])
+        agent = Agent(OpenAIChatModel("script-agent", provider=provider), toolsets=[toolset])
+        async with agent:
+            await agent.run(run["instruction"])
+        finished = (await http.post(f"/api/runs/{run['id']}/finish", json={})).json()
+    scores = {s["component"]: s for s in finished["scores"]}
+    assert scores["completion"]["passed"] is True
+    assert scores["completion"]["evidence"]["answer_source"] == "model"
+    assert scores["invocation"]["passed"] is True
+    assert scores["invocation"]["evidence"]["source"] == "model"
+    assert scores["efficiency"]["evidence"]["model_turns"] == 2
+    assert scores["efficiency"]["evidence"]["input_tokens"] > 0
+    assert finished["flags"] == []
