@@ -191,9 +191,21 @@ def _demo(args: argparse.Namespace) -> int:
         console.print(comparison_table(comparison, *STYLES))
         console.print(verdict_line(comparison, *STYLES))
         base = served.base_url
-        console.print(
-            f"\nfinished in {time.monotonic() - started:.0f}s. Look at it in the browser:"
-        )
+        if args.no_serve:
+            # This server stops with the command: the links are for `tracecard serve` on it.
+            port = args.port or 7800
+            base = f"http://127.0.0.1:{port}"
+            reopen = f"tracecard serve --db {folder / 'tracecard.db'}"
+            reopen += f" --port {port}" if port != 7800 else ""
+            console.print(
+                f"\nfinished in {time.monotonic() - started:.0f}s. The demo's server has "
+                f"stopped (--no-serve); to look at the results in the browser, run\n"
+                f"  {reopen}\nand open:"
+            )
+        else:
+            console.print(
+                f"\nfinished in {time.monotonic() - started:.0f}s. Look at it in the browser:"
+            )
         console.print(f"  experiments:      {base}/experiments")
         for style in STYLES:
             console.print(f"  {style + ':':<17} {base}/experiments/{experiments[style]}")
@@ -210,7 +222,7 @@ def _demo(args: argparse.Namespace) -> int:
         )
         if args.no_serve:
             return 0
-        console.print("serving until Ctrl-C")
+        console.print(f"serving until Ctrl-C at {served.base_url}")
         serve_forever()
     return 0
 

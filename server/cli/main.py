@@ -35,6 +35,7 @@ def _serve(args: argparse.Namespace) -> int:
     sock = bind_socket(settings.host, settings.port)
     settings = settings.model_copy(update={"port": sock.getsockname()[1]})
     print(f"tracecard serving on {settings.base_url}  (viewer: {settings.base_url}/)", flush=True)
+    print(f"  OTLP/HTTP traces endpoint: {settings.base_url}/v1/traces", flush=True)
     if settings.upstreams:
         for name in settings.upstreams:
             print(f"  upstream {name}: {settings.base_url}/mcp/{name}", flush=True)

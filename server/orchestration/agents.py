@@ -110,7 +110,8 @@ def agent_environment(
             f"{ENV_PREFIX}INSTRUCTION": run.instruction,
             f"{ENV_PREFIX}ANSWER_FILE": str(answer_file),
             f"{ENV_PREFIX}UPSTREAMS": json.dumps(run.urls, sort_keys=True),
-            f"{ENV_PREFIX}OTLP_ENDPOINT": server_url,
+            # the exact traces endpoint: what `OTLPSpanExporter(endpoint=...)` takes as is
+            f"{ENV_PREFIX}OTLP_ENDPOINT": f"{server_url}/v1/traces",
             # what `tracecard wrap` reads: a stdio server wrapped by the agent joins the run
             f"{ENV_PREFIX}RUN": run.id,
             f"{ENV_PREFIX}SERVER": server_url,

@@ -72,11 +72,13 @@ def test_3_4_8_serve_finds_tracecard_toml_and_prints_the_bound_port(tmp_path: Pa
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()
+        otlp = process.stdout.readline()
         upstream = process.stdout.readline()
         assert banner.startswith("tracecard serving on http://127.0.0.1:")
         port = int(banner.split("http://127.0.0.1:")[1].split()[0])
         assert port != 0
         assert upstream.strip() == f"upstream tools: http://127.0.0.1:{port}/mcp/tools"
+        assert otlp.strip() == f"OTLP/HTTP traces endpoint: http://127.0.0.1:{port}/v1/traces"
         deadline = time.monotonic() + 20
         while True:
             try:

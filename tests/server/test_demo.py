@@ -225,3 +225,18 @@ def test_the_demo_serves_until_ctrl_c_and_leaves_nothing_running(tmp_path: Path)
         time.sleep(0.1)
     assert _processes_mentioning(str(folder)) == []  # no helpdesk left in a sandbox
     assert [p for p in _processes_mentioning("tracecard-demo-")] == []  # nor the preloader
+
+
+def test_no_serve_ends_with_how_to_reopen_the_results(
+    demo: tuple[str, dict[str, Scorecard], Store, float],
+) -> None:
+    # #14.6: the server has stopped, so the ending says so and how to bring it back
+    out, cards, _store, _elapsed = demo
+    ending = out[out.index("finished in") :]
+    assert "Look at it in the browser" not in ending
+    assert "The demo's server has stopped (--no-serve)" in ending
+    reopen = next(line.strip() for line in ending.splitlines() if "tracecard serve" in line)
+    assert reopen.startswith("tracecard serve --db ") and reopen.endswith("tracecard.db")
+    assert Path(reopen.split("--db ")[1]).is_file()
+    hasty = cards["hasty"].experiment.id
+    assert f"http://127.0.0.1:7800/experiments/{hasty}" in ending  # serve's default port
