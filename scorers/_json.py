@@ -6,9 +6,10 @@ import math
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import jsonpath
 import orjson
 
 __all__ = [
@@ -96,12 +97,28 @@ _TOKEN = re.compile(
 )
 
 
+# RFC 9535 JSONPath (wildcards, `..`, filters) through python-jsonpath in its strict mode.
+_RFC9535 = jsonpath.JSONPathEnvironment(strict=True)
+
+
+def _query(text: str, body: str) -> Any:
+    """Compile a path the fast path does not handle, as an RFC 9535 query."""
+    try:
+        return _RFC9535.compile("$" + body)
+    except jsonpath.JSONPathError as exc:
+        reason = str(exc).strip().splitlines()[0]
+        raise JsonPathError(f"cannot parse JSON path {text!r}: {reason}") from exc
+
+
 @dataclass(frozen=True)
 class JsonPath:
-    """A small JSON path: `$`, `$.a.b`, `$.items[0]`, `$['odd key']` (leading `$` optional)."""
+    """A JSON path. Simple ones (`$`, `$.a.b`, `$.items[0]`, `$['odd key']`, leading `$`
+    optional) are resolved here; any other RFC 9535 syntax (`[*]`, `..`, `[?@.name == 'Ada']`)
+    is a query whose value is the list of every node it selects (found when not empty)."""
 
     text: str
     steps: tuple[str | int, ...]
+    query: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def parse(cls, text: str) -> JsonPath:
@@ -116,7 +133,7 @@ class JsonPath:
         while pos < len(body):
             match = _TOKEN.match(body, pos)
             if match is None:
-                raise JsonPathError(f"cannot parse JSON path {text!r} at {body[pos:]!r}")
+                return cls(text, (), _query(text, body))
             if match.group("name") is not None:
                 steps.append(match.group("name"))
             elif match.group("index") is not None:
@@ -128,6 +145,9 @@ class JsonPath:
 
     def resolve(self, document: Any) -> tuple[bool, Any]:
         """Return (found, value) for this path in `document`."""
+        if self.query is not None:
+            nodes = self.query.findall(document)
+            return bool(nodes), nodes
         current = document
         for step in self.steps:
             if isinstance(step, int):
