@@ -15,6 +15,9 @@ from .registry import (
     RegistryError,
     ScorerInfo,
     ScorerRegistry,
+    check_component,
+    component_key,
+    component_names,
     default_registry,
     load_entry_points,
     load_scorer_module,
@@ -30,6 +33,7 @@ from .scorecard import (
     build_scorecard,
     gate,
 )
+from .stored import scorecard_of
 from .suite import (
     CURRENT_SCHEMA_VERSION,
     Suite,
@@ -40,7 +44,7 @@ from .suite import (
     suite_version,
 )
 from .suite_text import dump_suite
-from .types import ComponentScore, RunFacts, RunScores
+from .types import FINAL_STATUSES, RUN_STATUSES, ComponentScore, RunFacts, RunScores
 from .writers import (
     ScorecardFormatError,
     read_scorecard_json,
@@ -53,6 +57,8 @@ from .writers import (
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
     "ENTRY_POINT_GROUP",
+    "FINAL_STATUSES",
+    "RUN_STATUSES",
     "Comparison",
     "ComparisonError",
     "ComponentScore",
@@ -77,7 +83,10 @@ __all__ = [
     "bootstrap_mean",
     "build_scorecard",
     "check_call",
+    "check_component",
     "compare_experiments",
+    "component_key",
+    "component_names",
     "compute_flags",
     "default_registry",
     "dump_suite",
@@ -99,6 +108,7 @@ __all__ = [
     "score_outcome",
     "score_run",
     "score_safety",
+    "scorecard_of",
     "scorer",
     "suite_version",
     "to_csv",

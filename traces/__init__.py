@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tracecard.traces.engine import default_db_url, make_engine, normalise_url
+    from tracecard.traces.experiments import StoredExperiment, stored_experiment
     from tracecard.traces.exporter import SqlSpanExporter, readable_to_dict
     from tracecard.traces.models import (
         ExperimentRow,
@@ -41,6 +42,8 @@ _HOMES = {
     "make_engine": "engine",
     "normalise_url": "engine",
     "encode_otlp_json": "otlp",
+    "StoredExperiment": "experiments",
+    "stored_experiment": "experiments",
 }
 
 __all__ = [
@@ -51,6 +54,7 @@ __all__ = [
     "SpanRow",
     "SqlSpanExporter",
     "Store",
+    "StoredExperiment",
     "SuiteRow",
     "VerdictRow",
     "default_db_url",
@@ -59,6 +63,7 @@ __all__ = [
     "normalise_url",
     "readable_to_dict",
     "span_row_to_dict",
+    "stored_experiment",
 ]
 
 

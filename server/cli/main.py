@@ -68,6 +68,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `tracecard` argument parser: every command and its options."""
     parser = argparse.ArgumentParser(
         prog="tracecard",
         description="Trace-aware evaluation server for tool-calling agents: a recording MCP/HTTP "

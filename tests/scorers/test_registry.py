@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from tracecard import scorers
 from tracecard.scorers import (
     ComponentScore,
     RegistryError,
@@ -101,13 +100,6 @@ def test_registry_get_unknown() -> None:
     with pytest.raises(RegistryError, match="no scorer named"):
         ScorerRegistry().get("nope")
 
-
-def test_public_surface() -> None:
-    for name in scorers.__all__:
-        assert hasattr(scorers, name), name
-    assert {"score_run", "parse_suite", "build_scorecard", "compare_experiments"} <= set(
-        scorers.__all__
-    )
 
 
 def test_scorers_never_import_the_layers_above() -> None:

@@ -285,12 +285,3 @@ def test_group_members_sees_a_live_group_and_not_a_finished_one() -> None:
     assert during and after == []
     assert os.getpgid(0) not in during
 
-
-def test_the_orchestration_package_names_its_public_surface() -> None:
-    import tracecard.server.orchestration as orchestration
-
-    assert {"CommandAgent", "PythonAgent", "agent_environment", "embedded_server"} <= set(
-        orchestration.__all__
-    )
-    for name in orchestration.__all__:
-        assert getattr(orchestration, name).__doc__, name

@@ -4,20 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-import tracecard.server.proxy
 from tracecard.server.asgi import baggage_run
 from tracecard.server.proxy.forward import response_headers, scan_request_headers
 from tracecard.server.proxy.routing import match
 from tracecard.server.proxy.sse import SseParser
-
-
-def test_public_surface() -> None:
-    assert set(tracecard.server.proxy.__all__) == {
-        "ProxyRouter",
-        "ProxyState",
-        "match",
-        "proxy_lifespan",
-    }
 
 
 @pytest.mark.parametrize(

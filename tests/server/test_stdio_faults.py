@@ -301,16 +301,3 @@ def test_sandbox_retention_keeps_the_newest(tmp_path: Path) -> None:
     assert [p.exists() for p in paths] == [False, False, True, True]
     assert (paths[-1] / "a.txt").read_text() == "a"
 
-
-def test_public_surface() -> None:
-    import tracecard.server.stdio
-
-    assert sorted(tracecard.server.stdio.__all__) == [
-        "StdioBridge",
-        "StdioProcess",
-        "StdioUpstreams",
-        "UpstreamError",
-        "stdio_lifespan",
-    ]
-    for name in tracecard.server.stdio.__all__:
-        assert getattr(tracecard.server.stdio, name).__doc__, name
