@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 EXPECTED: dict[str, set[str]] = {
-    "tracecard": {"TracecardClient", "TracecardError", "__version__"},
+    "tracecard": {"AsyncTracecardClient", "TracecardClient", "TracecardError", "__version__"},
     "tracecard.server": {"Settings", "create_app", "load_settings"},
     "tracecard.viewer": {
         "Alignment",
