@@ -53,6 +53,7 @@ def _serve(args: argparse.Namespace) -> int:
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=10,
+        server_header=False,  # proxied answers keep the upstream's own `server`
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0

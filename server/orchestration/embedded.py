@@ -70,6 +70,7 @@ def embedded_server(settings: Settings, startup_timeout_s: float = 30.0) -> Iter
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=10,
+        server_header=False,
     )
     server = uvicorn.Server(config)
     failure: list[BaseException] = []

@@ -32,7 +32,8 @@ _HOP_BY_HOP = frozenset(
         b"proxy-connection",
     }
 )
-_DROP_RESPONSE = _HOP_BY_HOP
+# uvicorn writes a Date on every response: the upstream's would make two.
+_DROP_RESPONSE = _HOP_BY_HOP | {b"date"}
 _DROP_REQUEST = _HOP_BY_HOP | {
     b"proxy-authorization",
     b"host",

@@ -102,3 +102,16 @@ def test_an_answer_too_big_to_hold_streams_through_and_is_stored_cut(
     assert result.startswith('{"jsonrpc": "2.0"') and len(result) < 300 * 1024
     assert f"original size {len(answer.content)} bytes" in result
     assert span["attributes"]["tracecard.truncated"] is True
+
+
+def test_a_proxied_answer_has_the_upstream_server_header_and_one_date(
+    tracecard: RunningServer,
+) -> None:
+    """uvicorn adds neither `server: uvicorn` nor a second `date` to what the upstream sent."""
+    run = new_run(tracecard.url)
+    answer = httpx.post(run["urls"]["echo"], json=rpc("ping"), headers=MCP_HEADERS, timeout=10)
+    assert answer.status_code == 200
+    assert answer.headers.get_list("server") == ["fake-upstream"]
+    assert len(answer.headers.get_list("date")) == 1
+    api = httpx.get(f"{tracecard.url}/healthz", timeout=10)
+    assert "server" not in api.headers and len(api.headers.get_list("date")) == 1

@@ -44,7 +44,13 @@ def tracecard_on(port: int, settings: Settings) -> Iterator[str]:
     """tracecard on a given port (the shim was told this address before the server was up)."""
     settings = settings.model_copy(update={"port": port})
     server = uvicorn.Server(
-        uvicorn.Config(asgi_app(settings), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(
+            asgi_app(settings),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            server_header=False,
+        )
     )
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()

@@ -133,12 +133,9 @@ async def _respond(
             writer.write(_head(202, [("content-length", "0")]))
         else:
             payload = json.dumps(results if isinstance(message, list) else results[0]).encode()
-            writer.write(
-                _head(
-                    200,
-                    [("content-type", "application/json"), ("content-length", str(len(payload)))],
-                )
-            )
+            head = [("content-type", "application/json"), ("content-length", str(len(payload)))]
+            head += [("server", "fake-upstream"), ("date", "Tue, 01 Dec 2026 00:00:00 GMT")]
+            writer.write(_head(200, head))
             writer.write(payload)
         await writer.drain()
         return True

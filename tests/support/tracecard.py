@@ -56,6 +56,7 @@ def running_tracecard(settings: Settings) -> Iterator[RunningServer]:
         lifespan="on",
         log_level="warning",
         access_log=False,
+        server_header=False,
     )
     with serving(config) as server:
         yield RunningServer(url=f"http://127.0.0.1:{port}", settings=settings, server=server)
