@@ -6,6 +6,7 @@ is flushed (every recorded span reaches the database), and only then is the engi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -63,6 +64,8 @@ class Runtime:
     verifier_key: str = ""
     fingerprint_key: bytes = b""
     csrf_key: bytes = b""
+    # Set when the server starts shutting down: endless streams close, calls in flight finish.
+    draining: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def span_sink(self) -> Any:

@@ -29,6 +29,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from tracecard.server.app import asgi_app
+    from tracecard.server.serving import TracecardServer, server_options
 
     settings = settings_from_args(args, host=args.host, port=args.port, db=args.db)
     check_database(settings.db)
@@ -48,14 +49,10 @@ def _serve(args: argparse.Namespace) -> int:
     config = uvicorn.Config(
         asgi_app(settings),
         loop="uvloop",
-        http="httptools",
         log_level=args.log_level,
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=10,
-        server_header=False,  # proxied answers keep the upstream's own `server`
+        **server_options(settings),
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    TracecardServer(config).run(sockets=[sock])
     return 0
 
 

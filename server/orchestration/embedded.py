@@ -52,6 +52,7 @@ def embedded_server(settings: Settings, startup_timeout_s: float = 30.0) -> Iter
     import uvicorn
 
     from tracecard.server.app import asgi_app
+    from tracecard.server.serving import TracecardServer, server_options
 
     if settings.port == 0:
         settings = settings.model_copy(update={"port": free_port(settings.host)})
@@ -65,14 +66,10 @@ def embedded_server(settings: Settings, startup_timeout_s: float = 30.0) -> Iter
         host=settings.host,
         port=settings.port,
         loop="asyncio",
-        http="httptools",
-        lifespan="on",
         log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=10,
-        server_header=False,
+        **server_options(settings),
     )
-    server = uvicorn.Server(config)
+    server = TracecardServer(config)
     failure: list[BaseException] = []
     _quiet_logging()
 

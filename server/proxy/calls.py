@@ -47,6 +47,8 @@ def record_message(state: ProxyState, calls: Calls, message: Any) -> None:
         if pending is None and message.get("id") is None and calls.requests:
             # an error with id null answers the whole body (e.g. a parse error)
             pending = calls.requests.pop(next(iter(calls.requests)))
+        if pending is None:  # the answer to a request whose POST stream closed (resumed)
+            pending = state.take_resumed(_resume_key(calls, key))
         if pending is None:
             return
         if pending.method == "tools/list":
@@ -80,6 +82,17 @@ def record_agent_replies(state: ProxyState, calls: Calls) -> None:
             state.recorder.finish(pending, reply)
         else:
             state.recorder.reply(reply, calls.exchange)
+
+
+def _resume_key(calls: Calls, request_id: str) -> tuple[str, str, str]:
+    return (calls.exchange.upstream, calls.exchange.session_id or "", request_id)
+
+
+def await_resumed(state: ProxyState, calls: Calls, deadline: float) -> None:
+    """Open requests wait for their answer on a resumed stream, until `deadline` (loop time)."""
+    for key, pending in calls.requests.items():
+        state.await_resumed(_resume_key(calls, key), pending, deadline)
+    calls.requests.clear()
 
 
 def fail_open(state: ProxyState, calls: Calls, error_type: str, message: str) -> None:

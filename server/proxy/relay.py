@@ -15,7 +15,7 @@ import httpx
 import orjson
 
 from tracecard.server.asgi import CODE_UPSTREAM, Receive, Send, jsonrpc_error, sse_frame
-from tracecard.server.proxy.calls import Calls, fail_open, record_message
+from tracecard.server.proxy.calls import Calls, await_resumed, fail_open, record_message
 from tracecard.server.proxy.forward import response_headers
 from tracecard.server.proxy.sse import SseParser
 from tracecard.server.proxy.state import ProxyState
@@ -56,17 +56,38 @@ class Decoder:
             return b""
 
 
-def watch_disconnect(receive: Receive) -> asyncio.Task[None]:
-    """A task that cancels the current one when the agent disconnects (ends long streams)."""
+DISCONNECTED = "client_disconnected"
+DRAINING = "draining"
+
+
+def watch_stream(receive: Receive, calls: Calls, draining: asyncio.Event) -> asyncio.Task[str]:
+    """A task that cancels the current one when the agent disconnects, or when the server
+    drains and the stream owes no answer (an endless GET stream); it returns which."""
     streaming = asyncio.current_task()
     assert streaming is not None
 
-    async def watch() -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                streaming.cancel("client disconnected")
-                return
+    async def disconnected() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    async def drained() -> None:
+        await draining.wait()
+        while calls.requests:  # an answer is owed: the stream ends with it (or its deadline)
+            await asyncio.sleep(0.1)
+
+    async def watch() -> str:
+        waits = {
+            asyncio.ensure_future(disconnected()): DISCONNECTED,
+            asyncio.ensure_future(drained()): DRAINING,
+        }
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        reason = waits[done.pop()]
+        streaming.cancel(reason)
+        return reason
 
     return asyncio.get_running_loop().create_task(watch())
 
@@ -152,13 +173,15 @@ async def relay_sse(
     """Stream the events on as they arrive, recording each one after it went out."""
     parser = SseParser()
     decoder = Decoder(response.headers.get("Content-Encoding", ""))
-    watcher = watch_disconnect(receive)
+    watcher = watch_stream(receive, calls, state.runtime.draining)
     error: str | None = None
+    event_id: str | None = None  # the last event id seen: the client may resume after it
     try:
         async with asyncio.timeout_at(deadline) as timer:
             async for chunk in response.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 for event in parser.feed(decoder.feed(chunk)):
+                    event_id = event.id if event.id is not None else event_id
                     if event.data and event.event == "message":
                         _record_event(state, calls, event.data)
                 if deadline is not None and not calls.requests:
@@ -172,18 +195,26 @@ async def relay_sse(
         if not watcher.done() or watcher.cancelled() or task is None:
             await response.aclose()
             raise
-        task.uncancel()  # the agent went away: stop reading, keep what was recorded
+        task.uncancel()  # the agent went away, or the server drains: stop reading
         await response.aclose()
-        fail_open(state, calls, "client_disconnected", "the agent disconnected")
+        if watcher.result() == DISCONNECTED:
+            fail_open(state, calls, DISCONNECTED, "the agent disconnected")
+            return
+        await send({"type": "http.response.body", "body": b""})
         return
     finally:
         watcher.cancel()
     await response.aclose()  # returns the connection to the pool only if the body ended
     if error is None:
         for event in parser.close():
+            event_id = event.id if event.id is not None else event_id
             if event.data and event.event == "message":
                 _record_event(state, calls, event.data)
-        if calls.requests:
+        if calls.requests and event_id is not None and deadline is not None:
+            # SEP-1699: the upstream closed after an event id, so the client resumes over GET
+            # with Last-Event-ID; the answer arriving there closes these spans
+            await_resumed(state, calls, deadline)
+        elif calls.requests:
             error = semconv.ERR_PROTOCOL  # the stream ended without answering every request
     if error is not None and calls.requests:
         await _answer_open_requests(state, calls, send, error, parser.incomplete)

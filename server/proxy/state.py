@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,9 @@ from tracecard.server.recording.recorder import PendingCall, Recorder
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runtime import Runtime
 from tracecard.server.settings import UpstreamSettings
+from tracecard.traces import semconv
 
+RequestKey = tuple[str, str, str]  # (upstream, session id, JSON-RPC id as text)
 _SERVER_REQUEST_CAP = 4096  # open server->client requests remembered for their replies
 
 
@@ -68,16 +71,35 @@ class ProxyState:
     # whether an upstream answered its last POST with SSE (the form blocked calls are answered in)
     answers_sse: dict[str, bool] = field(default_factory=dict)
     # server->client requests awaiting the agent's reply, keyed (upstream, session id, request id)
-    server_requests: OrderedDict[tuple[str, str, str], PendingCall] = field(
-        default_factory=OrderedDict
-    )
+    server_requests: OrderedDict[RequestKey, PendingCall] = field(default_factory=OrderedDict)
+    # requests whose POST stream closed after an event id, keyed like server_requests: their
+    # answer comes on the stream the client resumes (GET with Last-Event-ID)
+    resumed: OrderedDict[RequestKey, PendingCall] = field(default_factory=OrderedDict)
 
-    def remember_server_request(self, key: tuple[str, str, str], pending: PendingCall) -> None:
+    def remember_server_request(self, key: RequestKey, pending: PendingCall) -> None:
         """Keep a server->client request open until the agent replies (bounded)."""
         self.server_requests[key] = pending
         while len(self.server_requests) > _SERVER_REQUEST_CAP:
             _key, stale = self.server_requests.popitem(last=False)
             self.recorder.fail(stale, "no_reply", "the agent never replied")
+
+    def await_resumed(self, key: RequestKey, pending: PendingCall, deadline: float) -> None:
+        """Keep a request open for its answer on a resumed stream (SEP-1699), until `deadline`."""
+        self.resumed[key] = pending
+        while len(self.resumed) > _SERVER_REQUEST_CAP:
+            _key, stale = self.resumed.popitem(last=False)
+            self.recorder.fail(stale, semconv.ERR_TIMEOUT, "no answer on a resumed stream")
+        asyncio.get_running_loop().call_at(deadline, self._expire_resumed, key, pending)
+
+    def take_resumed(self, key: RequestKey) -> PendingCall | None:
+        return self.resumed.pop(key, None)
+
+    def _expire_resumed(self, key: RequestKey, pending: PendingCall) -> None:
+        if self.resumed.get(key) is pending:
+            del self.resumed[key]
+            self.recorder.fail(
+                pending, semconv.ERR_TIMEOUT, "no answer on a resumed stream in time"
+            )
 
     def tool_annotations(self, upstream: str, tool: str) -> dict[str, Any] | None:
         return self.annotations.get(upstream, {}).get(tool)

@@ -388,15 +388,16 @@ class StdioBridge:
         slot.listeners.add(stream.event)
         gone = asyncio.ensure_future(wait_disconnect(receive))
         closed = asyncio.ensure_future(session.closed.wait())
+        draining = asyncio.ensure_future(self.runtime.draining.wait())  # shutdown: end it
         try:
             await stream.start()
             while not stream.closed:
-                done, _ = await asyncio.wait({gone, closed}, timeout=KEEPALIVE_S)
+                done, _ = await asyncio.wait({gone, closed, draining}, timeout=KEEPALIVE_S)
                 if done:
                     break
                 await stream.write(b": keepalive\r\n\r\n")
         finally:
             slot.listeners.discard(stream.event)
-            gone.cancel()
-            closed.cancel()
+            for waiting in (gone, closed, draining):
+                waiting.cancel()
             await stream.close()

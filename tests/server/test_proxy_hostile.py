@@ -36,6 +36,7 @@ def tracecard(
         "short": {"url": f"{fake.url}/short"},
         "long": {"url": f"{fake.url}/long"},
         "huge": {"url": f"{fake.url}/huge"},
+        "resume": {"url": f"{fake.url}/resume"},
     }
     with tracecard_for(upstreams, tmp_path_factory.mktemp("hostile")) as running:
         yield running
@@ -115,3 +116,19 @@ def test_a_proxied_answer_has_the_upstream_server_header_and_one_date(
     assert len(answer.headers.get_list("date")) == 1
     api = httpx.get(f"{tracecard.url}/healthz", timeout=10)
     assert "server" not in api.headers and len(api.headers.get_list("date")) == 1
+
+
+def test_a_stream_closed_after_priming_is_resumed_and_closes_the_span(
+    tracecard: RunningServer,
+) -> None:
+    """SEP-1699: no invented error on the POST stream; the answer on the GET closes the span."""
+    run = new_run(tracecard.url)
+    url = run["urls"]["resume"]
+    posted = httpx.post(url, json=rpc("tools/call", {"name": "t"}, id=9), headers=MCP_HEADERS)
+    assert posted.status_code == 200
+    assert posted.content == b"id: r-1\r\nretry: 50\r\ndata: \r\n\r\n"  # as sent, nothing added
+    resumed = httpx.get(url, headers={"accept": "text/event-stream", "last-event-id": "r-1"})
+    assert b'"resumed": "r-1"' in resumed.content
+    span = named(run_spans(tracecard.url, run["id"]), "tools/call t")
+    assert json.loads(span["attributes"]["gen_ai.tool.call.result"]) == {"resumed": "r-1"}
+    assert "error.type" not in span["attributes"]

@@ -34,6 +34,7 @@ class FakeUpstream:
     port: int
     received: list[Received] = field(default_factory=list)
     sent: dict[str, bytes] = field(default_factory=dict)  # last body bytes sent, per path
+    resumable: list[Any] = field(default_factory=list)  # /resume requests awaiting their GET
 
     @property
     def url(self) -> str:
@@ -137,6 +138,26 @@ async def _respond(
             head += [("server", "fake-upstream"), ("date", "Tue, 01 Dec 2026 00:00:00 GMT")]
             writer.write(_head(200, head))
             writer.write(payload)
+        await writer.drain()
+        return True
+    if path == "/resume":  # SEP-1699: close the POST stream after priming, answer on the GET
+        if method == "POST":
+            fake.resumable.append(message)
+            events = [b"id: r-1\r\nretry: 50\r\ndata: \r\n\r\n"]
+        else:
+            asked = fake.resumable.pop(0)
+            answer = {
+                "jsonrpc": "2.0",
+                "id": asked["id"],
+                "result": {"resumed": headers.get("last-event-id")},
+            }
+            events = [
+                b"id: r-2\r\nevent: message\r\ndata: " + json.dumps(answer).encode() + b"\r\n\r\n"
+            ]
+        writer.write(
+            _head(200, [("content-type", "text/event-stream"), ("transfer-encoding", "chunked")])
+        )
+        writer.write(b"".join(_chunk(event) for event in events) + b"0\r\n\r\n")
         await writer.drain()
         return True
     if path in ("/sse", "/sse-kill"):

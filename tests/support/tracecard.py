@@ -14,6 +14,7 @@ import uvicorn
 from tests.support.processes import free_port
 from tracecard.server.app import asgi_app
 from tracecard.server.runtime import Runtime
+from tracecard.server.serving import TracecardServer, server_options
 from tracecard.server.settings import Settings
 
 
@@ -27,7 +28,7 @@ class RunningServer:
 @contextlib.contextmanager
 def serving(config: uvicorn.Config, what: str = "tracecard") -> Iterator[uvicorn.Server]:
     """Serve `config` (a real uvicorn) in a thread until the block ends."""
-    server = uvicorn.Server(config)
+    server = TracecardServer(config)  # drains like `tracecard serve`
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -52,11 +53,8 @@ def running_tracecard(settings: Settings) -> Iterator[RunningServer]:
         host="127.0.0.1",
         port=port,
         loop="uvloop",
-        http="httptools",
-        lifespan="on",
         log_level="warning",
-        access_log=False,
-        server_header=False,
+        **server_options(settings),
     )
     with serving(config) as server:
         yield RunningServer(url=f"http://127.0.0.1:{port}", settings=settings, server=server)
