@@ -56,11 +56,18 @@ class Decoder:
             return b""
 
 
+def watch_disconnect(receive: Receive) -> asyncio.Task[str]:
+    """A task that cancels the current one when the agent disconnects (ends long streams)."""
+    return watch_stream(receive, None, None)
+
+
 DISCONNECTED = "client_disconnected"
 DRAINING = "draining"
 
 
-def watch_stream(receive: Receive, calls: Calls, draining: asyncio.Event) -> asyncio.Task[str]:
+def watch_stream(
+    receive: Receive, calls: Calls | None, draining: asyncio.Event | None
+) -> asyncio.Task[str]:
     """A task that cancels the current one when the agent disconnects, or when the server
     drains and the stream owes no answer (an endless GET stream); it returns which."""
     streaming = asyncio.current_task()
@@ -70,16 +77,15 @@ def watch_stream(receive: Receive, calls: Calls, draining: asyncio.Event) -> asy
         while (await receive())["type"] != "http.disconnect":
             pass
 
-    async def drained() -> None:
+    async def drained(draining: asyncio.Event) -> None:
         await draining.wait()
-        while calls.requests:  # an answer is owed: the stream ends with it (or its deadline)
+        while calls is not None and calls.requests:  # an answer is owed: it ends the stream
             await asyncio.sleep(0.1)
 
     async def watch() -> str:
-        waits = {
-            asyncio.ensure_future(disconnected()): DISCONNECTED,
-            asyncio.ensure_future(drained()): DRAINING,
-        }
+        waits = {asyncio.ensure_future(disconnected()): DISCONNECTED}
+        if draining is not None:
+            waits[asyncio.ensure_future(drained(draining))] = DRAINING
         try:
             done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
