@@ -7,6 +7,7 @@ from typing import Any
 
 from .calls import ToolCall, agent_calls
 from .model import model_turns, requested_as_tool_calls
+from .redacted import fingerprinting
 from .registry import scorer
 from .spec import ExpectedCall, InvocationSpec
 from .suite import Task
@@ -15,8 +16,11 @@ from .types import ComponentScore, RunFacts, Span
 
 __all__ = ["call_matches", "evaluate_calls", "match_calls", "score_invocation"]
 
+_NOT_EVALUATED = ": not evaluated: "
 NAME = "invocation"
-VERSION = "3"  # 2: per-turn expectations, matchers on results; 3: source, model abstention
+# 2: per-turn expectations, matchers on results; 3: source, model abstention
+# 4: redacted arguments compared by fingerprint; regex/number on them not evaluated; strict
+VERSION = "4"
 
 
 def call_matches(expected: ExpectedCall, call: ToolCall) -> list[str]:
@@ -124,11 +128,20 @@ def _abstention(calls: list[ToolCall]) -> tuple[float, bool, dict[str, Any]]:
     return (1.0 if ok else 0.0), ok, evidence
 
 
+def _undecided(row: dict[str, Any]) -> bool:
+    # An unmatched expected call with a candidate whose only failures could not be judged
+    # (e.g. a regex on a redacted argument): the match is unknown, not failed.
+    return any(
+        c["why"] and all(_NOT_EVALUATED in reason for reason in c["why"])
+        for c in row.get("closest", [])
+    )
+
+
 def evaluate_calls(
     spec: InvocationSpec, calls: list[ToolCall]
-) -> tuple[float, bool, dict[str, Any]]:
+) -> tuple[float | None, bool | None, dict[str, Any]]:
     """(value, passed, evidence) of `calls` against one invocation spec: F1 over matched calls,
-    or abstention when the spec expects no call."""
+    or abstention when the spec expects no call; None when a match could not be judged."""
     if spec.expect_no_calls:
         return _abstention(calls)
     pairs = match_calls(spec, calls)
@@ -152,7 +165,7 @@ def evaluate_calls(
             elif spec.order != "any" and all(not call_matches(exp, c) for c in near):
                 row["why"] = f"a matching call exists but not in {spec.order} order"
         expected_evidence.append(row)
-    evidence = {
+    evidence: dict[str, Any] = {
         "order": spec.order,
         "allow_extra": spec.allow_extra,
         "expected": expected_evidence,
@@ -161,6 +174,10 @@ def evaluate_calls(
         "precision": round(precision, 6),
         "recall": round(recall, 6),
     }
+    undecided = [row["tool"] for row in expected_evidence if _undecided(row)]
+    if undecided:
+        evidence["reason"] = f"expected call(s) {undecided} could not be judged (see closest)"
+        return None, None, evidence
     return f1, f1 == 1.0, evidence
 
 
@@ -194,6 +211,13 @@ def _score_turns(task: Task, spans: Sequence[Span]) -> ComponentScore:
         rows.append(row)
     if not rows:
         return _score(None, None, {"reason": "no turn has invocation expectations"})
+    if any(r["value"] is None for r in rows):
+        unknown = [r["turn"] for r in rows if r["value"] is None]
+        return _score(
+            None,
+            None,
+            {"mode": "per_turn", "turns": rows, "reason": f"turn(s) {unknown} could not be judged"},
+        )
     value = sum(r["value"] for r in rows) / len(rows)
     passed = all(r["passed"] for r in rows)
     return _score(value, passed, {"mode": "per_turn", "turns": rows})
@@ -203,18 +227,19 @@ def _score_turns(task: Task, spans: Sequence[Span]) -> ComponentScore:
 def score_invocation(task: Task, spans: Sequence[Span], facts: RunFacts) -> ComponentScore:
     """F1 of expected calls matched by agent calls (blocked calls count as attempted); for a
     multi-turn task, per turn, averaged over the turns that say what they expect."""
-    if any(turn.invocation is not None for turn in task.turns):
-        return _score_turns(task, spans)
-    spec = task.invocation
-    if spec is None:
-        return _score(None, None, {"reason": "task has no invocation expectations"})
-    turns = model_turns(spans)
-    requested = requested_as_tool_calls(turns)
-    calls = requested if spec.source == "model" else agent_calls(spans)
-    if spec.expect_no_calls and spec.source == "tools" and requested:
-        calls = calls + requested  # abstaining is the model's choice: a requested call counts
-    value, passed, evidence = evaluate_calls(spec, calls)
-    evidence["source"] = spec.source
-    if spec.source == "model":
-        evidence["model_turns"] = len(turns)
-    return _score(value, passed, evidence)
+    with fingerprinting(facts.fingerprint):
+        if any(turn.invocation is not None for turn in task.turns):
+            return _score_turns(task, spans)
+        spec = task.invocation
+        if spec is None:
+            return _score(None, None, {"reason": "task has no invocation expectations"})
+        turns = model_turns(spans)
+        requested = requested_as_tool_calls(turns)
+        calls = requested if spec.source == "model" else agent_calls(spans)
+        if spec.expect_no_calls and spec.source == "tools" and requested:
+            calls = calls + requested  # abstaining is the model's choice: a requested call counts
+        value, passed, evidence = evaluate_calls(spec, calls)
+        evidence["source"] = spec.source
+        if spec.source == "model":
+            evidence["model_turns"] = len(turns)
+        return _score(value, passed, evidence)

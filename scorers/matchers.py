@@ -10,11 +10,20 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationInfo, model_validator
 
-from ._json import canonical_json, normalise, normalised_equal, parse_json_text
+from ._json import canonical_json, normalise, parse_json_text
+from .redacted import CANNOT_COMPARE, NotComparable, equal, is_fingerprint
 
-__all__ = ["AnswerCheck", "ArgMatcher", "MatchResult", "extract_numbers", "load_json_schema"]
+__all__ = [
+    "AnswerCheck",
+    "ArgMatcher",
+    "MatchResult",
+    "extract_numbers",
+    "load_json_schema",
+    "not_evaluated",
+    "strict_default",
+]
 
 MatcherKind = Literal["exact", "any", "regex", "one_of", "number", "subset"]
 CheckKind = Literal["exact", "contains", "regex", "number", "json_schema"]
@@ -75,6 +84,20 @@ class MatchResult(BaseModel):
     ok: bool
     reason: str = ""
     note: str | None = None
+    evaluated: bool = True  # False: the value could not be judged (e.g. it is redacted)
+
+
+def not_evaluated(reason: str) -> MatchResult:
+    """A value that cannot be judged: never a pass, never a silent fail."""
+    return MatchResult(ok=False, reason=f"not evaluated: {reason}", evaluated=False)
+
+
+def strict_default(raw: Any, info: ValidationInfo) -> Any:
+    """The suite's `strict = true` for a matcher or predicate that does not say (validation
+    context `strict_default`)."""
+    if isinstance(raw, dict) and "strict" not in raw and (info.context or {}).get("strict_default"):
+        return {**raw, "strict": True}
+    return raw
 
 
 def _subset(expected: Any, actual: Any) -> bool:
@@ -82,7 +105,7 @@ def _subset(expected: Any, actual: Any) -> bool:
         return isinstance(actual, dict) and all(
             k in actual and _subset(v, actual[k]) for k, v in expected.items()
         )
-    return normalised_equal(expected, actual)
+    return equal(expected, actual)
 
 
 class ArgMatcher(BaseModel):
@@ -98,11 +121,12 @@ class ArgMatcher(BaseModel):
     number: float | None = None
     tolerance: float = 1e-9
     subset: dict[str, JsonValue] | None = None
+    strict: bool = False  # exact / one_of: no trimming, no NFC, 1 is not 1.0
 
     @model_validator(mode="before")
     @classmethod
-    def _shorthand(cls, raw: Any) -> Any:
-        return _pick_kind(raw, _MATCHER_KINDS, "a matcher")
+    def _shorthand(cls, raw: Any, info: ValidationInfo) -> Any:
+        return strict_default(_pick_kind(raw, _MATCHER_KINDS, "a matcher"), info)
 
     @model_validator(mode="after")
     def _check(self) -> ArgMatcher:
@@ -114,6 +138,8 @@ class ArgMatcher(BaseModel):
             raise ValueError("`number` needs a number")
         if self.tolerance < 0:
             raise ValueError("tolerance must not be negative")
+        if self.strict and self.kind not in ("exact", "one_of"):
+            raise ValueError("`strict` applies to exact and one_of only")
         return self
 
     def describe(self) -> Any:
@@ -121,7 +147,7 @@ class ArgMatcher(BaseModel):
         value = getattr(self, self.kind)
         if self.kind == "number":
             return {"number": value, "tolerance": self.tolerance}
-        return {self.kind: value}
+        return {self.kind: value, "strict": True} if self.strict else {self.kind: value}
 
     def match(self, present: bool, actual: Any) -> MatchResult:
         """Match an argument value (`present` False when the call lacks the argument)."""
@@ -129,11 +155,20 @@ class ArgMatcher(BaseModel):
             return MatchResult(ok=False, reason="argument missing")
         if self.kind == "any":
             return MatchResult(ok=True)
+        try:
+            return self._match(actual)
+        except NotComparable as exc:
+            return not_evaluated(str(exc))
+
+    def _match(self, actual: Any) -> MatchResult:
+        redacted = is_fingerprint(actual)
+        if redacted and self.kind in ("regex", "number"):
+            return not_evaluated("the argument " + CANNOT_COMPARE.format(kind=self.kind))
         if self.kind == "exact":
-            ok = normalised_equal(self.exact, actual)
+            ok = equal(self.exact, actual, self.strict)
             return MatchResult(ok=ok, reason="" if ok else f"expected {self.exact!r}")
         if self.kind == "one_of":
-            ok = any(normalised_equal(v, actual) for v in self.one_of or [])
+            ok = any(equal(v, actual, self.strict) for v in self.one_of or [])
             return MatchResult(ok=ok, reason="" if ok else f"not one of {self.one_of!r}")
         if self.kind == "regex":
             text = actual if isinstance(actual, str) else canonical_json(actual)

@@ -10,7 +10,15 @@ from typing import Any
 
 from ._json import JsonPath, normalise, normalised_equal
 from .calls import ProbeObservation, probe_observations
-from .matchers import MatchResult
+from .matchers import MatchResult, not_evaluated
+from .redacted import (
+    CANNOT_COMPARE,
+    NotComparable,
+    equal,
+    fingerprinting,
+    is_fingerprint,
+    masked,
+)
 from .registry import scorer
 from .spec import OutcomeSpec, Predicate
 from .suite import Task
@@ -20,7 +28,9 @@ from .types import ComponentScore, RunFacts, Span
 __all__ = ["differences", "evaluate_outcome", "evaluate_predicate", "score_outcome"]
 
 NAME = "outcome"
-VERSION = "2"  # 2: per-turn outcomes; differing fields of a failed `eq` in the evidence
+# 2: per-turn outcomes; differing fields of a failed `eq` in the evidence
+# 3: fingerprints of redacted values compared by `eq`; other ops on them not evaluated; strict
+VERSION = "3"
 
 
 def _contains(expected: Any, actual: Any) -> bool:
@@ -48,8 +58,13 @@ def evaluate_predicate(predicate: Predicate, observed: Any) -> MatchResult:
         return MatchResult(ok=ok, reason="" if ok else f"{predicate.path} does not exist")
     if not found:
         return MatchResult(ok=False, reason=f"{predicate.path} does not exist")
+    if is_fingerprint(actual) and predicate.op != "eq":
+        return not_evaluated(f"{predicate.path} " + CANNOT_COMPARE.format(kind=predicate.op))
     if predicate.op == "eq":
-        ok = normalised_equal(predicate.value, actual)
+        try:
+            ok = equal(predicate.value, actual, predicate.strict)
+        except NotComparable as exc:
+            return not_evaluated(str(exc))
     elif predicate.op == "approx":
         ok = (
             isinstance(actual, int | float)
@@ -115,9 +130,13 @@ def evaluate_outcome(
             row["holds"] = None
         else:
             result = evaluate_predicate(predicate, seen.value)
-            row["holds"] = result.ok
+            row["holds"] = result.ok if result.evaluated else None
+            if not result.evaluated:
+                row["not_evaluated"] = True
             found, actual = JsonPath.parse(predicate.path).resolve(seen.value)
             row["observed"] = actual if found else None
+            if found and is_fingerprint(actual):  # the evidence holds no secret in clear
+                row["value"] = masked(predicate.value)
             if result.reason:
                 row["reason"] = result.reason
             if not result.ok and predicate.op == "eq" and found:
@@ -125,6 +144,10 @@ def evaluate_outcome(
                 row["differing"] = differences(predicate.value, actual, predicate.path)
         rows.append(row)
     evidence: dict[str, Any] = {"predicates": rows}
+    unjudged = [r for r in rows if r.get("not_evaluated")]
+    if unjudged and not not_run:
+        evidence["reason"] = "; ".join(f"{r['probe']} {r['path']}: {r['reason']}" for r in unjudged)
+        return None, None, evidence
     if not_run:
         # "Not evaluated" is never a pass: one missing observation leaves the outcome unknown.
         evidence["not_evaluated"] = not_run
@@ -172,8 +195,10 @@ def score_outcome(task: Task, spans: Sequence[Span], facts: RunFacts) -> Compone
     """Fraction of predicates that hold; None when any probe could not run or is missing. For a
     multi-turn task with per-turn outcomes, per turn (see `_score_turns`)."""
     if any(turn.outcome is not None for turn in task.turns):
-        return _score_turns(task, spans)
+        with fingerprinting(facts.fingerprint):
+            return _score_turns(task, spans)
     spec = task.outcome
     if spec is None:
         return _score(None, None, {"reason": "task has no outcome expectations"})
-    return _score(*evaluate_outcome(spec, probe_observations(spans)))
+    with fingerprinting(facts.fingerprint):
+        return _score(*evaluate_outcome(spec, probe_observations(spans)))

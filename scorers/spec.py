@@ -12,12 +12,13 @@ from pydantic import (
     Field,
     JsonValue,
     Tag,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from ._json import JsonPath, JsonPathError
-from .matchers import AnswerCheck, ArgMatcher
+from .matchers import AnswerCheck, ArgMatcher, strict_default
 
 __all__ = [
     "CompletionSpec",
@@ -157,6 +158,12 @@ class Predicate(_Spec):
     op: Literal["eq", "approx", "contains", "exists", "absent"]
     value: JsonValue = None
     tolerance: float = 1e-9
+    strict: bool = False  # eq: no trimming, no NFC, 1 is not 1.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _suite_strict(cls, raw: Any, info: ValidationInfo) -> Any:
+        return strict_default(raw, info)
 
     @field_validator("path")
     @classmethod
@@ -175,6 +182,8 @@ class Predicate(_Spec):
             isinstance(self.value, bool) or not isinstance(self.value, int | float)
         ):
             raise ValueError("op 'approx' needs a numeric value")
+        if self.strict and self.op != "eq":
+            raise ValueError("`strict` applies to op 'eq' only")
         return self
 
 

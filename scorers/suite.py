@@ -83,6 +83,7 @@ class Suite(BaseModel):
     schema_version: int
     name: str = Field(min_length=1)
     description: str = ""
+    strict: bool = False  # the default of `strict` for every exact/one_of matcher and eq
     tasks: list[Task] = Field(min_length=1)
 
     def task(self, task_id: str) -> Task:
@@ -151,7 +152,8 @@ def _read_v2(document: dict[str, Any]) -> Suite:
 def _validated(document: dict[str, Any], issues: list[tuple[tuple[str | int, ...], str]]) -> Suite:
     # The reader's own findings and the model's, reported together.
     try:
-        suite = Suite.model_validate(document)
+        context = {"strict_default": document.get("strict") is True}
+        suite = Suite.model_validate(document, context=context)
     except ValidationError as exc:
         issues = issues + [(_strip_tags(tuple(e["loc"])), reason_of(e)) for e in exc.errors()]
         raise _DocumentIssues(issues) from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -35,6 +36,9 @@ class RunFacts:
     status: RunStatus
     final_answer: str | None = None
     sandbox: str | None = None
+    # The database's fingerprint of a value (`[redacted:…]`), for matching redacted values;
+    # None: redacted values cannot be compared (their matchers are not evaluated).
+    fingerprint: Callable[[Any], str] | None = None
 
 
 class ComponentScore(BaseModel):

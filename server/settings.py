@@ -9,12 +9,20 @@ are JSON), and an error names the variable, or the file and line, it came from.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -54,6 +62,7 @@ class UpstreamSettings(BaseModel):
     kind: str = "mcp"
     timeout_s: float | None = None  # overrides the global upstream timeout
     headers: dict[str, str] = Field(default_factory=dict)  # added to every forwarded request
+    redact: bool = True  # false: store argument/result values in clear (fake benchmark secrets)
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamSettings:
@@ -79,20 +88,33 @@ class RecordingSettings(BaseModel):
             "api-key",  # Azure OpenAI's key header
         ]
     )
+    # Case-insensitive regexes searched in JSON keys, query and form field names: a match
+    # replaces the value by its keyed fingerprint `[redacted:…]` (see docs/proxy.md).
     redact_keys: list[str] = Field(
         default_factory=lambda: [
+            "token",
+            "secret",
             "password",
             "passwd",
-            "secret",
-            "token",
-            "api_key",
-            "apikey",
-            "access_token",
-            "authorization",
-            "client_secret",
-            "private_key",
+            "pwd",
+            "passphrase",
+            "api[-_]?key",
+            "auth",
+            "private[-_]?key",
+            "credential",
         ]
     )
+
+    @field_validator("redact_keys")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"redact_keys: {pattern!r} is not a valid regex: {exc}") from exc
+        return patterns
+
     inject_traceparent: bool = True  # add `traceparent` to params._meta where absent
     otlp_endpoint: str | None = None  # also send every span to this OTLP/HTTP collector
     otlp_headers: dict[str, str] = Field(default_factory=dict)

@@ -80,7 +80,9 @@ class WrapRecorder:
         )
         provider.add_span_processor(SimpleSpanProcessor(_ToShipper()))
         self.provider = provider
-        self.recorder = Recorder(provider.get_tracer("tracecard.wrap"), RecordingSettings())
+        # values are redacted by the server when the spans arrive, under the database's key
+        tracer = provider.get_tracer("tracecard.wrap")
+        self.recorder = Recorder(tracer, RecordingSettings(), key=None)
         trace_id, root = self._run_ids(args) or (new_trace_id(), new_span_id())
         run = RunInfo(id=args.run or "", trace_id=trace_id, root_span_id=root)
         self.exchange = Exchange(run=run, upstream=args.upstream, transport="pipe")

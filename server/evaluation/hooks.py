@@ -3,6 +3,7 @@ hot path (memory only), probes and scorers when the run finishes, evaluation eve
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +21,12 @@ from tracecard.server.evaluation.probes import ProbeContext, run_probes
 from tracecard.server.evaluation.service import evaluation_events, new_task_run, score_rows, task_of
 from tracecard.server.hooks import Enforcer
 from tracecard.server.recording.recorder import VERIFIER_HEADER
+from tracecard.server.recording.redaction import Redactor
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunCreate
 from tracecard.server.runtime import Runtime
 from tracecard.traces.models import RunRow
+from tracecard.traces.secrets import fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +147,17 @@ def probe_context(
         parent=parent,
         timeout_s=runtime.settings.upstream_timeout_s,
         turn=turn,
+        redactor_for=lambda upstream: probe_redactor(runtime, upstream),
     )
+
+
+def probe_redactor(runtime: Runtime, upstream: str | None) -> Redactor:
+    """The recorder's redaction rules for a probe's observations (`redact = false` honoured)."""
+    plain = upstream is not None and not getattr(
+        runtime.settings.upstreams.get(upstream), "redact", True
+    )
+    redactor = Redactor(runtime.settings.recording, runtime.fingerprint_key)
+    return redactor.plain() if plain else redactor
 
 
 async def probe_and_score(runtime: Runtime, run: RunRow) -> dict[str, Any] | None:
@@ -161,7 +174,12 @@ async def probe_and_score(runtime: Runtime, run: RunRow) -> dict[str, Any] | Non
     fresh = await anyio.to_thread.run_sync(runtime.store.get_run, run.id)
     assert fresh is not None
     spans = await anyio.to_thread.run_sync(runtime.store.spans_for_run, run.id)
-    facts = RunFacts(status=fresh.status, final_answer=fresh.final_answer, sandbox=fresh.sandbox)  # type: ignore[arg-type]
+    facts = RunFacts(
+        status=fresh.status,  # type: ignore[arg-type]
+        final_answer=fresh.final_answer,
+        sandbox=fresh.sandbox,
+        fingerprint=functools.partial(fingerprint, runtime.fingerprint_key),
+    )
     scores = score_run(task, spans, facts)
     await anyio.to_thread.run_sync(
         lambda: runtime.store.replace_scores(

@@ -19,11 +19,27 @@ from opentelemetry import trace
 
 from tracecard.scorers.spec import FileProbe, HttpProbe, OutcomeSpec, ToolProbe
 from tracecard.scorers.suite import Task
+from tracecard.server.recording.redaction import Redactor
 from tracecard.traces import semconv as sc
 
-__all__ = ["ProbeContext", "ProbeError", "ProbeOutcome", "run_outcome_probes", "run_probes"]
+__all__ = [
+    "ProbeContext",
+    "ProbeError",
+    "ProbeOutcome",
+    "RedactorFor",
+    "run_outcome_probes",
+    "run_probes",
+]
 
 CallTool = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
+# upstream (None for HTTP and file probes) -> the redactor whose rules apply to what is stored
+RedactorFor = Callable[[str | None], Redactor | None]
+
+
+def _none(_upstream: str | None) -> Redactor | None:
+    return None
+
+
 MAX_FILE_BYTES = 1_000_000
 
 
@@ -44,6 +60,16 @@ class ProbeContext:
     timeout_s: float
     max_file_bytes: int = MAX_FILE_BYTES
     turn: int | None = None  # the turn whose boundary these probes check (None: the run's end)
+    redactor_for: RedactorFor = _none  # the recorder's rules: observations are stored redacted
+
+    def redact(self, upstream: str | None, value: Any) -> Any:
+        redactor = self.redactor_for(upstream)
+        return value if redactor is None else redactor.value(value)
+
+    def redact_url(self, url: str) -> str:
+        redactor = self.redactor_for(None)
+        base, mark, query = url.partition("?")
+        return url if redactor is None or not mark else f"{base}?{redactor.query(query)}"
 
 
 @dataclass(frozen=True)
@@ -85,18 +111,29 @@ def _read_file(sandbox: Path, relative: str, limit: int) -> Any:
 
 
 async def _observe_tool(probe: ToolProbe, ctx: ProbeContext, span: trace.Span) -> Any:
-    span.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, _json_text(probe.arguments))
+    arguments = ctx.redact(probe.upstream, probe.arguments)
+    span.set_attribute(sc.GEN_AI_TOOL_CALL_ARGUMENTS, _json_text(arguments))
     result = await ctx.call_tool(probe.upstream, probe.tool, dict(probe.arguments))
-    span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, _json_text(result))
+    span.set_attribute(sc.GEN_AI_TOOL_CALL_RESULT, _json_text(ctx.redact(probe.upstream, result)))
     is_error = bool(result.get("isError"))
     span.set_attribute(sc.TOOL_IS_ERROR, is_error)
-    if is_error:
+    if is_error:  # an unknown tool, a refused argument: nothing was observed
         span.set_attribute(sc.ERROR_TYPE, sc.ERR_TOOL)
+        raise ProbeError(f"tool {probe.tool!r} on {probe.upstream!r} failed: {_error_text(result)}")
     return result
 
 
+def _error_text(result: dict[str, Any]) -> str:
+    texts = [
+        str(c.get("text"))
+        for c in result.get("content") or []
+        if isinstance(c, dict) and c.get("type") == "text"
+    ]
+    return " ".join(texts)[:500] or "isError without a message"
+
+
 async def _observe_http(probe: HttpProbe, ctx: ProbeContext, span: trace.Span) -> Any:
-    span.set_attribute(sc.URL_FULL, probe.url)
+    span.set_attribute(sc.URL_FULL, ctx.redact_url(probe.url))
     try:
         response = await ctx.http.request(
             probe.method,
@@ -107,6 +144,8 @@ async def _observe_http(probe: HttpProbe, ctx: ProbeContext, span: trace.Span) -
     except httpx.HTTPError as exc:
         raise ProbeError(f"HTTP request failed: {type(exc).__name__}: {exc}") from exc
     span.set_attribute(sc.HTTP_RESPONSE_STATUS_CODE, response.status_code)
+    if response.status_code >= 500:
+        raise ProbeError(f"HTTP {response.status_code} from {probe.method} {probe.url}")
     return {"status": response.status_code, "body": _decode(response.content)}
 
 
@@ -167,11 +206,14 @@ async def _run_one(probe: ToolProbe | HttpProbe | FileProbe, ctx: ProbeContext) 
         span.set_attribute(sc.ERROR_TYPE, sc.ERR_TIMEOUT)
     except ProbeError as exc:
         error = str(exc)
-        span.set_attribute(sc.ERROR_TYPE, type(exc).__name__)
+        if sc.ERROR_TYPE not in getattr(span, "attributes", {}):
+            span.set_attribute(sc.ERROR_TYPE, type(exc).__name__)
     except Exception as exc:  # noqa: BLE001 - any failure of the tool means "not evaluated"
         error = f"{type(exc).__name__}: {exc}"
         span.set_attribute(sc.ERROR_TYPE, type(exc).__name__)
     if error is None:
+        upstream = probe.upstream if isinstance(probe, ToolProbe) else None
+        value = ctx.redact(upstream, value)  # the outcome scorer reads the stored value
         span.set_attribute(sc.PROBE_VALUE, _json_text(value))
     else:
         value = None

@@ -3,6 +3,7 @@ through a worker thread and by the CLI directly on the database)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ from tracecard.server.settings import Settings
 from tracecard.traces import queries, semconv
 from tracecard.traces.experiments import stored_experiment
 from tracecard.traces.models import ExperimentRow, RunRow, SuiteRow
+from tracecard.traces.secrets import fingerprint, fingerprint_key
 from tracecard.traces.store import Store
 
 SCORABLE = FINAL_STATUSES  # a run is scored once it has ended, however it ended
@@ -225,6 +227,7 @@ def rescore(
     registry = registry or default_registry()
     results: dict[str, RunScores] = {}
     tasks: dict[tuple[str, str], Task] = {}
+    fingerprinter = functools.partial(fingerprint, fingerprint_key(store))
     for start in range(0, len(runs), chunk):
         batch = [r for r in runs[start : start + chunk] if r.status in SCORABLE]
         spans = store.spans_for_runs(batch)
@@ -238,7 +241,12 @@ def rescore(
                 if task is None:
                     continue
                 tasks[key] = task
-            facts = RunFacts(status=run.status, final_answer=run.final_answer, sandbox=run.sandbox)  # type: ignore[arg-type]
+            facts = RunFacts(
+                status=run.status,  # type: ignore[arg-type]
+                final_answer=run.final_answer,
+                sandbox=run.sandbox,
+                fingerprint=fingerprinter,
+            )
             scores = score_run(tasks[key], spans[run.id], facts, registry)
             results[run.id] = scores
             rows[run.id] = score_rows(run, scores)

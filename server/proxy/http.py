@@ -27,6 +27,7 @@ from tracecard.server.proxy.relay import (
 from tracecard.server.proxy.sessions import choose_run
 from tracecard.server.proxy.state import ProxyState, Upstream
 from tracecard.server.recording.recorder import parse_json, traceparent_of
+from tracecard.server.recording.redaction import Redactor
 from tracecard.server.runs.registry import RunInfo
 from tracecard.traces import semconv
 
@@ -73,15 +74,18 @@ async def handle_http(
         raise ProxyError(status, text)
 
 
-def _payload(state: ProxyState, raw: bytes, size: int, encoding: str = "") -> tuple[str, bool]:
+def _payload(
+    redactor: Redactor, raw: bytes, size: int, encoding: str = "", form: bool = False
+) -> tuple[str, bool]:
     """A body for the span: redacted JSON when it is JSON, else text, cut at the cap."""
     decoder = Decoder(encoding)
     raw = decoder.feed(raw)
-    redactor = state.recorder.redactor
     if size <= redactor.cap:
         parsed, problem = parse_json(raw)
         if problem is None:
             return redactor.text(parsed)
+        if form:  # a form body: secret fields are fingerprinted like JSON keys
+            raw = redactor.query(raw.decode("utf-8", errors="replace")).encode()
     text, truncated = redactor.cut(raw)
     if size > len(raw) and not truncated:
         text, truncated = f"{text}…[truncated by tracecard: original size {size} bytes]", True
@@ -103,7 +107,7 @@ def _record(
     size: int = 0,
     error: str | None = None,
 ) -> None:
-    redactor = state.recorder.redactor
+    redactor = state.recorder.redactor_for(upstream.name)
     attributes: dict[str, Any] = {
         semconv.RUN_ID: run.id,
         semconv.UPSTREAM: upstream.name,
@@ -115,14 +119,18 @@ def _record(
         **redactor.header_items(headers.forward),
     }
     if query:
-        attributes[semconv.URL_QUERY] = query
+        attributes[semconv.URL_QUERY] = redactor.query(query)
     if upstream.host:
         attributes[semconv.SERVER_ADDRESS] = upstream.host
     if upstream.port:
         attributes[semconv.SERVER_PORT] = upstream.port
     truncated = False
     if body:
-        attributes[semconv.REQUEST_BODY], truncated = _payload(state, body, len(body))
+        form = any(
+            n.lower() == "content-type" and v.startswith("application/x-www-form-urlencoded")
+            for n, v in headers.forward
+        )
+        attributes[semconv.REQUEST_BODY], truncated = _payload(redactor, body, len(body), form=form)
     status = Status(StatusCode.UNSET)
     if response is not None:
         attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = response.status_code
@@ -131,7 +139,7 @@ def _record(
             secret = lowered in redactor.headers or lowered == "set-cookie"
             attributes[f"http.response.header.{lowered}"] = "[REDACTED]" if secret else value
         encoding = response.headers.get("Content-Encoding", "")
-        text, cut = _payload(state, received, size, encoding)
+        text, cut = _payload(redactor, received, size, encoding)
         attributes[semconv.RESPONSE_BODY] = text
         truncated = truncated or cut
         if response.status_code >= 400:

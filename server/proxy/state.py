@@ -121,7 +121,12 @@ def build_state(runtime: Runtime) -> ProxyState:
 
     return ProxyState(
         runtime=runtime,
-        recorder=Recorder(runtime.tracer, settings.recording),
+        recorder=Recorder(
+            runtime.tracer,
+            settings.recording,
+            runtime.fingerprint_key,
+            [name for name, upstream in settings.upstreams.items() if not upstream.redact],
+        ),
         client=make_proxy_client(),
         upstreams=upstreams,
         session_runs=SessionRuns(on_forget=forget),

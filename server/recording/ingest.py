@@ -23,7 +23,8 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
 
 from tracecard.server.asgi import BAGGAGE_RUN_KEY, header_run
-from tracecard.server.recording.ingested import distrust
+from tracecard.server.recording.ingested import prepare
+from tracecard.server.recording.redaction import Redactor
 from tracecard.server.runtime import Runtime
 from tracecard.traces import queries, semconv
 from tracecard.traces.otlp_ingest import (
@@ -97,6 +98,7 @@ class Ingest:
         self.index = index
         # decoded requests held in memory at once: the rest wait with only their bytes read
         self.limiter = anyio.CapacityLimiter(CONCURRENT_DECODES)
+        self.redactor = Redactor(runtime.settings.recording, runtime.fingerprint_key)
         self._known: OrderedDict[str, bool] = OrderedDict()
 
     async def _exists(self, run_id: str) -> bool:
@@ -148,7 +150,7 @@ class Ingest:
     async def commit(self, batch: DecodedBatch, headers: Mapping[str, str]) -> None:
         """Join and store every span; in chunks, so that a large request never has all its
         rows encoded at once (a retried request is harmless: inserts are idempotent)."""
-        distrust(batch.spans)
+        prepare(batch.spans, self.redactor)
         await self.join(batch.spans, headers)
         for start in range(0, len(batch.spans), INSERT_CHUNK):
             chunk = batch.spans[start : start + INSERT_CHUNK]

@@ -26,12 +26,12 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from tracecard.server.recording.redaction import Redactor
 from tracecard.server.recording.span import SpanSink, parent_of
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.settings import RecordingSettings
 from tracecard.traces import semconv
 
-REDACTED = "[REDACTED]"
 # The server's own probe traffic presents the database's verifier key in this header (never
 # forwarded); a client's `Tracecard-Role` header is recorded and changes nothing.
 VERIFIER_HEADER: Final = "Tracecard-Verifier"
@@ -40,23 +40,6 @@ VERIFIER_HEADER: Final = "Tracecard-Verifier"
 DIRECTION: Final = "tracecard.mcp.direction"
 SERVER_TO_CLIENT: Final = "server_to_client"
 _PROPAGATOR = TraceContextTextMapPropagator()
-# orjson reads 1,024 levels of nesting but writes only 254: deeper payloads are stored clipped.
-MAX_DEPTH: Final = 200
-DEEP_MARKER: Final = f"…[truncated by tracecard: nested deeper than {MAX_DEPTH} levels]"
-
-
-def clip_depth(node: Any, depth: int = 0) -> Any:
-    """`node` with every container nested deeper than `MAX_DEPTH` replaced by a marker."""
-    if isinstance(node, dict):
-        if depth >= MAX_DEPTH:
-            return DEEP_MARKER
-        return {k: clip_depth(v, depth + 1) for k, v in node.items()}
-    if isinstance(node, list):
-        if depth >= MAX_DEPTH:
-            return DEEP_MARKER
-        return [clip_depth(v, depth + 1) for v in node]
-    return node
-
 # The name's target per method: the attribute of `params` that names what is acted on.
 _TARGET_PARAM = {
     "tools/call": "name",
@@ -65,52 +48,6 @@ _TARGET_PARAM = {
     "resources/subscribe": "uri",
     "resources/unsubscribe": "uri",
 }
-
-
-class Redactor:
-    """Replaces the values of secret-looking keys, at any depth, before storage."""
-
-    def __init__(self, settings: RecordingSettings) -> None:
-        self.keys = frozenset(k.lower() for k in settings.redact_keys)
-        # how each secret key looks in orjson output: a cheap test before walking the payload
-        self._needles = tuple(f'"{k}":'.encode() for k in self.keys)
-        self.headers = frozenset(h.lower() for h in settings.redact_headers)
-        self.cap = settings.payload_cap_bytes
-
-    def value(self, node: Any) -> Any:
-        if isinstance(node, dict):
-            return {
-                k: (REDACTED if k.lower() in self.keys else self.value(v)) for k, v in node.items()
-            }
-        if isinstance(node, list):
-            return [self.value(v) for v in node]
-        return node
-
-    def header_items(self, headers: Iterable[tuple[str, str]]) -> dict[str, str]:
-        return {
-            f"http.request.header.{name.lower()}": REDACTED if name.lower() in self.headers else v
-            for name, v in headers
-        }
-
-    def text(self, node: Any) -> tuple[str, bool]:
-        """JSON text of `node` after redaction, truncated to the cap (with a marker)."""
-        clipped = False
-        try:
-            encoded = orjson.dumps(node, default=str)
-        except orjson.JSONEncodeError:  # nested too deep for the encoder: store a clipped copy
-            node, clipped = clip_depth(node), True
-            encoded = orjson.dumps(node, default=str)
-        lowered = encoded.lower()
-        if any(needle in lowered for needle in self._needles):  # only then copy and redact
-            encoded = orjson.dumps(self.value(node), default=str)
-        text, cut = self.cut(encoded)
-        return text, cut or clipped
-
-    def cut(self, raw: bytes) -> tuple[str, bool]:
-        if len(raw) <= self.cap:
-            return raw.decode("utf-8", errors="replace"), False
-        head = raw[: self.cap].decode("utf-8", errors="ignore")
-        return f"{head}…[truncated by tracecard: original size {len(raw)} bytes]", True
 
 
 def is_verifier(presented: str | None, verifier_key: str) -> bool:
@@ -200,6 +137,7 @@ class PendingCall:
     span: Span
     method: str
     request_id: Any
+    redactor: Redactor | None = None  # the upstream's (None: the recorder's default)
 
 
 class Recorder:
@@ -210,11 +148,23 @@ class Recorder:
     the proxy's CPU, for attributes that are known-good here.
     """
 
-    def __init__(self, tracer: Tracer, settings: RecordingSettings) -> None:
+    def __init__(
+        self,
+        tracer: Tracer,
+        settings: RecordingSettings,
+        key: bytes | None = b"",
+        plain_upstreams: Iterable[str] = (),
+    ) -> None:
         self.tracer = tracer
         self.sink = SpanSink(tracer)
-        self.redactor = Redactor(settings)
+        self.redactor = Redactor(settings, key)
+        self._plain = self.redactor.plain()
+        self.plain_upstreams = frozenset(plain_upstreams)  # `redact = false`
         self.settings = settings
+
+    def redactor_for(self, upstream: str) -> Redactor:
+        """The upstream's redactor: values in clear for `redact = false`, headers always hidden."""
+        return self._plain if upstream in self.plain_upstreams else self.redactor
 
     def _base_attributes(self, exchange: Exchange) -> dict[str, Any]:
         attributes: dict[str, Any] = {
@@ -251,6 +201,7 @@ class Recorder:
         attributes = self._base_attributes(exchange)
         attributes[semconv.MCP_METHOD_NAME] = method
         truncated = False
+        redactor = self.redactor_for(exchange.upstream)
         request_id = message.get("id")
         if request_id is not None:
             attributes[semconv.JSONRPC_REQUEST_ID] = str(request_id)
@@ -259,17 +210,17 @@ class Recorder:
             attributes[semconv.GEN_AI_OPERATION_NAME] = semconv.OP_EXECUTE_TOOL
             if target is not None:
                 attributes[semconv.GEN_AI_TOOL_NAME] = target
-            arguments, truncated = self.redactor.text(params.get("arguments") or {})
+            arguments, truncated = redactor.text(params.get("arguments") or {})
             attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = arguments
         elif params is not None:
-            attributes[semconv.RPC_PARAMS], truncated = self.redactor.text(params)
+            attributes[semconv.RPC_PARAMS], truncated = redactor.text(params)
         if truncated:
             attributes[semconv.TRUNCATED] = True
         if parent is None:
             parent = traceparent_of(message, exchange.headers) or exchange.run.context
         name = f"{method} {target}" if target else method
         span = self.sink.start(name, parent_of(parent), attributes, start_ns)
-        return PendingCall(span=span, method=method, request_id=request_id)
+        return PendingCall(span=span, method=method, request_id=request_id, redactor=redactor)
 
     def finish(self, pending: PendingCall, response: Mapping[str, Any] | None) -> None:
         """Close the span with the JSON-RPC response (None for a notification)."""
@@ -284,11 +235,12 @@ class Recorder:
                 span.set_attribute(semconv.JSONRPC_ERROR_MESSAGE, message)
                 span.set_status(Status(StatusCode.ERROR, message))
             else:
-                self._record_result(span, pending.method, response.get("result"))
+                redactor = pending.redactor or self.redactor
+                self._record_result(span, pending.method, response.get("result"), redactor)
         span.end()
 
-    def _record_result(self, span: Span, method: str, result: Any) -> None:
-        text, truncated = self.redactor.text(result)
+    def _record_result(self, span: Span, method: str, result: Any, redactor: Redactor) -> None:
+        text, truncated = redactor.text(result)
         if method == "tools/call":
             span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, text)
             is_error = isinstance(result, dict) and bool(result.get("isError"))
@@ -322,7 +274,8 @@ class Recorder:
         attributes: dict[str, Any] = {semconv.MCP_METHOD_NAME: method}
         params = message.get("params")
         if params is not None:
-            attributes[semconv.RPC_PARAMS], truncated = self.redactor.text(params)
+            redactor = pending.redactor or self.redactor
+            attributes[semconv.RPC_PARAMS], truncated = redactor.text(params)
             if truncated:
                 attributes[semconv.TRUNCATED] = True
         pending.span.add_event(method, attributes)
@@ -334,7 +287,12 @@ class Recorder:
         if message.get("id") is not None:
             attributes[semconv.JSONRPC_REQUEST_ID] = str(message.get("id"))
         span = self.sink.start("response", parent_of(exchange.run.context), attributes)
-        pending = PendingCall(span=span, method="response", request_id=message.get("id"))
+        pending = PendingCall(
+            span=span,
+            method="response",
+            request_id=message.get("id"),
+            redactor=self.redactor_for(exchange.upstream),
+        )
         self.finish(pending, message)
 
     def annotate(self, pending: PendingCall, annotations: Mapping[str, Any]) -> None:

@@ -18,7 +18,13 @@ from tracecard.server.stdio.pool import StdioUpstreams
 @asynccontextmanager
 async def stdio_lifespan(runtime: Runtime) -> AsyncIterator[StdioBridge]:
     """Start the bridge and its per-run stop hook; stop every child process on the way out."""
-    recorder = Recorder(runtime.tracer, runtime.settings.recording)
+    upstreams = runtime.settings.upstreams
+    recorder = Recorder(
+        runtime.tracer,
+        runtime.settings.recording,
+        runtime.fingerprint_key,
+        [name for name, upstream in upstreams.items() if not upstream.redact],
+    )
     pool = StdioUpstreams(runtime, recorder)
     bridge = StdioBridge(runtime, recorder, pool)
     runtime.stdio = bridge

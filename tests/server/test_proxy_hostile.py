@@ -18,7 +18,7 @@ from tests.servers.fake_upstream import FakeUpstream, fake_upstream
 from tests.support.proxy import MCP_HEADERS, named, new_run, rpc, run_spans, tracecard_for
 from tests.support.tracecard import RunningServer
 from tracecard.server.proxy.relay import BUFFER_MAX
-from tracecard.server.recording.recorder import DEEP_MARKER
+from tracecard.server.recording.redaction import DEEP_MARKER
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from tests.servers.fake_upstream import FakeUpstream, fake_upstream
 from tests.support.processes import mcp_tool_server
 from tests.support.proxy import MCP_HEADERS, named, new_run, rpc, run_spans, tracecard_for
 from tests.support.tracecard import RunningServer, runtime_of
+from tracecard.traces.secrets import fingerprint
 
 CAP = 2048
 AGENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -65,10 +66,11 @@ def test_secrets_are_redacted_in_spans_but_reach_the_upstream(
     assert fake.bodies("/mcp")[-1]["params"]["arguments"] == arguments  # so does the upstream
     span = named(run_spans(tracecard.url, run["id"]), "tools/call login")["attributes"]
     recorded = json.loads(span["gen_ai.tool.call.arguments"])
+    key = runtime_of(tracecard).fingerprint_key
     assert recorded == {
         "user": "ann",
-        "password": "[REDACTED]",
-        "nested": {"API_KEY": "[REDACTED]"},
+        "password": fingerprint(key, "hunter2"),
+        "nested": {"API_KEY": fingerprint(key, "k-123")},
     }
     assert "hunter2" not in json.dumps(span) and "k-123" not in json.dumps(span)
 
@@ -219,8 +221,12 @@ def test_plain_http_tool_span(tracecard: RunningServer, fake: FakeUpstream) -> N
     assert span["http.request.header.authorization"] == "[REDACTED]"
     assert span["http.request.header.x-custom"] == "kept"
     assert span["http.response.header.set-cookie"] == "[REDACTED]"
-    assert json.loads(span["tracecard.request.body"]) == {"name": "x", "token": "[REDACTED]"}
-    assert json.loads(span["tracecard.response.body"])["token"] == "[REDACTED]"
+    masked = fingerprint(runtime_of(tracecard).fingerprint_key, "tok-secret")
+    assert json.loads(span["tracecard.request.body"]) == {"name": "x", "token": masked}
+    response_token = json.loads(span["tracecard.response.body"])["token"]
+    assert response_token == fingerprint(
+        runtime_of(tracecard).fingerprint_key, "s3cret-response-token"
+    )
 
 
 def _blocker(blocked_tool: str) -> Any:

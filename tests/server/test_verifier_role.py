@@ -87,7 +87,12 @@ async def _agent(url: str, steps: list[tuple[str, dict[str, Any]]]) -> None:
 def _experiment_run(server: RunningServer, upstream: str) -> dict[str, Any]:
     with httpx.Client(base_url=server.url, timeout=30) as http:
         suite = SUITE.format(upstream=upstream).replace('name = "roles"', f'name = "{upstream}"')
-        assert http.post("/api/suites", content=suite).status_code == 201
+        assert (
+            http.post(
+                "/api/suites", content=suite, headers={"content-type": "application/toml"}
+            ).status_code
+            == 201
+        )
         response = http.post(
             "/api/experiments", json={"suite": upstream, "config": {"name": "forger"}, "trials": 1}
         )

@@ -7,6 +7,7 @@ Run: python tests/servers/tool_server.py PORT [--stateless] [--json]
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 
 server = MCPServer("tracecard-test-tools")
 NOTES: dict[str, str] = {}
+ACCOUNT: dict[str, str] = {}
 
 
 class Weather(BaseModel):
@@ -87,6 +89,19 @@ def delete_all_notes() -> str:
     """Delete every note."""
     NOTES.clear()
     return "deleted"
+
+
+@server.tool()
+def login(user: str, access_token: str) -> str:
+    """Open a session; answers with JSON carried as text (secrets inside)."""
+    ACCOUNT.update(user=user, access_token=access_token)
+    return json.dumps({"user": user, "access_token": access_token, "ok": True})
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def account() -> dict[str, str]:
+    """The logged-in account, password and all (a probe reads it)."""
+    return {"user": ACCOUNT.get("user", ""), "password": "hunter2-" + ACCOUNT.get("user", "")}
 
 
 def main() -> None:

@@ -91,6 +91,7 @@ def _span(store: Store, run_id: str, span_id: str) -> dict[str, Any]:
 def _detail_html(store: Store, run_id: str, span_id: str) -> str:
     span = _span(store, run_id, span_id)
     attributes: dict[str, Any] = dict(span.get("attributes") or {})
+    redacted = any(isinstance(v, str) and "[redacted:" in v for v in attributes.values())
     payloads = []
     for key, label in CALL_PAYLOADS:
         if key in attributes:
@@ -111,6 +112,7 @@ def _detail_html(store: Store, run_id: str, span_id: str) -> str:
         attributes=rest,
         events=[payload("event", e, collapse_above=1024) for e in span.get("events") or []],
         evidence=span_evidence(span_id, scores),
+        redacted=redacted,
     )
 
 

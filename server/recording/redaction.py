@@ -1,0 +1,146 @@
+"""What is redacted before storage, and how: one mechanism for every value tracecard stores.
+
+A value whose key matches one of `recording.redact_keys` (case-insensitive regexes searched in
+the key) is replaced by its keyed fingerprint `[redacted:<16 hex>]` (HMAC-SHA256 under the
+database's fingerprint key, see `tracecard.traces.secrets`): equal secrets give equal
+fingerprints, so equality matchers still work, and nothing in a span reveals the value. The same
+rule applies at any depth of JSON arguments and results, inside JSON carried as text (MCP text
+content), to query strings and form bodies, to probe values and to ingested OTLP attributes.
+Headers are replaced by `[REDACTED]`, as they always were.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode
+
+import orjson
+
+from tracecard.server.settings import RecordingSettings
+from tracecard.traces.secrets import fingerprint
+
+__all__ = ["DEEP_MARKER", "MAX_DEPTH", "REDACTED", "Redactor", "clip_depth"]
+
+REDACTED = "[REDACTED]"  # headers: no equality to keep
+# orjson reads 1,024 levels of nesting but writes only 254: deeper payloads are stored clipped.
+MAX_DEPTH: Final = 200
+DEEP_MARKER: Final = f"…[truncated by tracecard: nested deeper than {MAX_DEPTH} levels]"
+
+
+def clip_depth(node: Any, depth: int = 0) -> Any:
+    """`node` with every container nested deeper than `MAX_DEPTH` replaced by a marker."""
+    if isinstance(node, dict):
+        if depth >= MAX_DEPTH:
+            return DEEP_MARKER
+        return {k: clip_depth(v, depth + 1) for k, v in node.items()}
+    if isinstance(node, list):
+        if depth >= MAX_DEPTH:
+            return DEEP_MARKER
+        return [clip_depth(v, depth + 1) for v in node]
+    return node
+
+
+class Redactor:
+    """Replaces secret-looking values by keyed fingerprints before storage.
+
+    `key=None` redacts no values (only headers): for `tracecard wrap`, whose spans the server
+    redacts when they arrive, under a key the shim does not have.
+    """
+
+    def __init__(
+        self, settings: RecordingSettings, key: bytes | None = b"", *, values: bool = True
+    ) -> None:
+        self.patterns = [p for p in settings.redact_keys if p]
+        self._key_re = re.compile("|".join(f"(?:{p})" for p in self.patterns) or r"(?!)", re.I)
+        # a cheap test on the encoded payload before walking it: does any pattern occur at all
+        self._needle = re.compile(self._key_re.pattern.encode(), re.I)
+        self.headers = frozenset(h.lower() for h in settings.redact_headers)
+        self.cap = settings.payload_cap_bytes
+        self.key = key
+        self.values = values and key is not None and bool(self.patterns)
+        self._settings = settings
+
+    def plain(self) -> Redactor:
+        """The same, with values kept in clear (`redact = false` on an upstream)."""
+        return Redactor(self._settings, self.key, values=False)
+
+    def secret_key(self, name: str) -> bool:
+        """True when a value under this key (or field name) is redacted."""
+        return self.values and self._key_re.search(name) is not None
+
+    def mask(self, value: Any) -> str:
+        """The stored form of a secret value."""
+        return fingerprint(self.key or b"", value)
+
+    def value(self, node: Any) -> Any:
+        """`node` with every secret value (at any depth, and in JSON text) fingerprinted."""
+        if not self.values:
+            return node
+        return self._walk(node)
+
+    def _walk(self, node: Any, secret: bool = False) -> Any:
+        # under a secret key every string is fingerprinted; numbers and booleans stay (counts
+        # such as `max_tokens` are no secrets)
+        if isinstance(node, dict):
+            return {k: self._walk(v, secret or self.secret_key(str(k))) for k, v in node.items()}
+        if isinstance(node, list):
+            return [self._walk(v, secret) for v in node]
+        if isinstance(node, str):
+            if secret:
+                return self.mask(node)
+            if node[:1] in ("{", "[") and self._key_re.search(node):  # JSON carried as text
+                try:
+                    inner = orjson.loads(node)
+                except orjson.JSONDecodeError:
+                    return node
+                redacted = self._walk(inner)
+                return node if redacted == inner else orjson.dumps(redacted).decode()
+        return node
+
+    def attributes(self, attributes: dict[str, Any]) -> dict[str, Any]:
+        """Span attributes from outside (OTLP ingest): a secret-looking name (its last dotted
+        part) hides a string value; JSON text values are redacted inside."""
+        if not self.values:
+            return attributes
+        out: dict[str, Any] = {}
+        for name, value in attributes.items():
+            if isinstance(value, str):
+                value = self._walk(value, self.secret_key(name.rsplit(".", 1)[-1]))
+            out[name] = value
+        return out
+
+    def header_items(self, headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+        return {
+            f"http.request.header.{name.lower()}": REDACTED if name.lower() in self.headers else v
+            for name, v in headers
+        }
+
+    def text(self, node: Any) -> tuple[str, bool]:
+        """JSON text of `node` after redaction, truncated to the cap (with a marker)."""
+        clipped = False
+        try:
+            encoded = orjson.dumps(node, default=str)
+        except orjson.JSONEncodeError:  # nested too deep for the encoder: store a clipped copy
+            node, clipped = clip_depth(node), True
+            encoded = orjson.dumps(node, default=str)
+        if self.values and self._needle.search(encoded):  # only then copy and redact
+            encoded = orjson.dumps(self._walk(node), default=str)
+        text, cut = self.cut(encoded)
+        return text, cut or clipped
+
+    def query(self, query: str) -> str:
+        """A query string (or form body) with the values of secret fields fingerprinted."""
+        if not self.values or not query or not self._key_re.search(query):
+            return query
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if not any(self.secret_key(k) for k, _ in pairs):
+            return query
+        return urlencode([(k, self.mask(v) if self.secret_key(k) else v) for k, v in pairs])
+
+    def cut(self, raw: bytes) -> tuple[str, bool]:
+        if len(raw) <= self.cap:
+            return raw.decode("utf-8", errors="replace"), False
+        head = raw[: self.cap].decode("utf-8", errors="ignore")
+        return f"{head}…[truncated by tracecard: original size {len(raw)} bytes]", True
