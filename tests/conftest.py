@@ -66,6 +66,16 @@ def store(db_url: str) -> Iterator[Store]:
 
 
 @pytest.fixture
+def memory_store() -> Iterator[Store]:
+    """The store's in-memory double (`sqlite://`) for unit tests: the real schema and queries,
+    no file, one database shared by every thread."""
+    store = Store("sqlite://")
+    store.create_schema()
+    yield store
+    store.dispose()
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'tracecard.db'}"
 

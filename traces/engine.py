@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.pool import StaticPool
 
 DEFAULT_DB_DIR = Path(".tracecard")
 
@@ -113,12 +114,16 @@ def make_engine(url: str, busy_timeout_s: float = 10.0) -> Engine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
         path = url.split("///", 1)[1] if "///" in url else ""
-        if path and path != ":memory:":
+        in_memory = path in ("", ":memory:")
+        if not in_memory:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": busy_timeout_s},
             json_serializer=json_text,
+            # `sqlite://` is the store's in-memory double (unit tests): one connection shared
+            # by every thread, so the exporter's thread and the server's see one database.
+            **({"poolclass": StaticPool} if in_memory else {}),
         )
         event.listen(
             engine, "connect", lambda conn, record: _tune_sqlite(conn, record, busy_timeout_s)

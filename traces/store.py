@@ -138,7 +138,8 @@ def span_values(span: SpanDict) -> dict[str, Any]:
 
 
 class Store:
-    """Owns the engine. On SQLite all writes go through one lock: one writer at a time."""
+    """Owns the engine. On SQLite all writes go through one lock: one writer at a time.
+    `Store("sqlite://")` is the in-memory double for unit tests (one database for all threads)."""
 
     def __init__(
         self, url: str, engine: Engine | None = None, busy_timeout_s: float = 10.0

@@ -74,3 +74,19 @@ def test_run_update_and_lookup(store: Store) -> None:
     assert store.run_for_trace("ef" * 16).id == "r4"  # type: ignore[union-attr]
     assert store.adhoc_run("sess").id == "r4"  # type: ignore[union-attr]
     assert store.get_run("missing") is None
+
+
+def test_the_in_memory_double_is_one_database_for_every_thread(memory_store: Store) -> None:
+    """`sqlite://` serves unit tests: what the exporter's thread writes, the caller reads."""
+    import threading
+
+    writer = threading.Thread(
+        target=lambda: (
+            memory_store.add_run(RunRow(id="r1", trace_id="ab" * 16, root_span_id="00" * 8)),
+            memory_store.insert_spans([_span("1" * 16, 100)]),
+        )
+    )
+    writer.start()
+    writer.join(10)
+    assert [s["span_id"] for s in memory_store.spans_for_run("r1")] == ["1" * 16]
+    assert Store("sqlite://").url == "sqlite://"  # a second double is a second database
