@@ -31,8 +31,16 @@ from tracecard.viewer.csrf import FormTokens
 
 @get("/healthz", tags=["health"], summary="Liveness and readiness")
 async def healthz(state: State) -> dict[str, Any]:
+    """`status` is `degraded` once any span could not be stored at all (`recording.dropped`);
+    `recording` also counts spans stored in readable form, retries and what the spool holds."""
     runtime: Runtime = state.runtime
-    return {"status": "ok", "upstreams": sorted(runtime.settings.upstreams)}
+    recording = {**runtime.store.health.as_dict(), **runtime.processor.exporter.stats.as_dict()}
+    dropped = recording["dropped"] + recording["lost"]
+    return {
+        "status": "degraded" if dropped else "ok",
+        "upstreams": sorted(runtime.settings.upstreams),
+        "recording": recording,
+    }
 
 
 def _error_handler(_request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:

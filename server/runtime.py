@@ -25,8 +25,9 @@ from tracecard.server.hooks import Hooks
 from tracecard.server.runs.registry import RunRegistry
 from tracecard.server.settings import Settings
 from tracecard.traces import semconv
-from tracecard.traces.exporter import SqlSpanExporter
+from tracecard.traces.exporter import SqlSpanExporter, StoringBatchProcessor
 from tracecard.traces.secrets import database_secret, derive_key
+from tracecard.traces.spool import Spool, spool_for
 from tracecard.traces.store import Store
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class Runtime:
     settings: Settings
     store: Store
     provider: TracerProvider
-    processor: BatchSpanProcessor
+    processor: StoringBatchProcessor
     tracer: Tracer
     resource: Resource
     http: httpx.AsyncClient
@@ -94,14 +95,16 @@ def make_http_client(settings: Settings) -> httpx.AsyncClient:
 
 def make_tracer_provider(
     store: Store, settings: Settings
-) -> tuple[TracerProvider, BatchSpanProcessor]:
+) -> tuple[TracerProvider, StoringBatchProcessor]:
     resource = Resource.create(
         {"service.name": "tracecard", "telemetry.sdk.name": "opentelemetry"},
         schema_url=semconv.SCHEMA_URL,
     )
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    processor = BatchSpanProcessor(
-        SqlSpanExporter(store),
+    recording = settings.recording
+    spool = Spool(spool_for(store.url, recording.spool_dir)) if recording.spool else None
+    processor = StoringBatchProcessor(
+        SqlSpanExporter(store, spool),
         max_queue_size=settings.recording.batch_max_queue,
         schedule_delay_millis=settings.recording.batch_delay_ms,
         max_export_batch_size=2048,

@@ -120,6 +120,8 @@ class RecordingSettings(BaseModel):
     otlp_headers: dict[str, str] = Field(default_factory=dict)
     batch_max_queue: int = 65536
     batch_delay_ms: int = 200
+    spool: bool = True  # log every span batch to disk (fsync'd) before storing it
+    spool_dir: str | None = None  # default: beside the SQLite file, or .tracecard/spool/<hash>
 
 
 class Settings(BaseModel):

@@ -6,15 +6,20 @@
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
 
+from tracecard.traces.spool import Spool
 from tracecard.traces.store import SpanDict, Store
+from tracecard.traces.writes import DatabaseBusy
 
 log = logging.getLogger(__name__)
 
@@ -87,25 +92,147 @@ def readable_to_dict(span: ReadableSpan) -> SpanDict:
     }
 
 
-class SqlSpanExporter(SpanExporter):
-    """Writes each batch in one transaction; a span id already stored is skipped."""
+@dataclass
+class ExportStats:
+    """What the exporter did with the spans it was given (shown by `/healthz`)."""
 
-    def __init__(self, store: Store) -> None:
+    spooled: int = 0  # spans logged to the spool before being stored
+    stored: int = 0  # spans written to the database by the exporter
+    recovered: int = 0  # spans a previous process spooled and this one delivered at start
+    left_in_spool: int = 0  # spans still on disk at shutdown: delivered at the next start
+    lost: int = 0  # spans neither stored nor spooled (the log says why)
+    spool_errors: int = 0  # batches the spool could not take (written directly instead)
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+class SqlSpanExporter(SpanExporter):
+    """Stores span batches; a span id already stored is skipped.
+
+    Without a spool, `export()` writes the batch in one transaction. With a spool, `export()`
+    logs the batch to disk (fsync'd) and returns at once; a writer thread stores it and then
+    releases it from the spool. A SIGKILL then loses only the spans the batch processor had not
+    yet handed over (at most one `schedule_delay_millis`); whatever was logged is delivered by
+    the next process to start on the same spool. A locked or unreachable database is retried
+    until shutdown, when what is left stays in the spool.
+    """
+
+    def __init__(self, store: Store, spool: Spool | None = None) -> None:
         self._store = store
+        self._spool = spool
         self._stopped = False
+        self._abandon = False
+        self.stats = ExportStats()
+        self._queue: queue.Queue[tuple[int, list[SpanDict]] | None] = queue.Queue()
+        self._idle = threading.Condition()
+        self._unstored = 0  # batches handed to the writer and not yet done with
+        self._writer: threading.Thread | None = None
+        if spool is not None:
+            self._unstored = 1  # the spool left by an earlier process is delivered first
+            self._writer = threading.Thread(target=self._run, name="tracecard-store", daemon=True)
+            self._writer.start()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._stopped:
             return SpanExportResult.FAILURE
+        batch = [readable_to_dict(s) for s in spans]
+        if self._spool is None:
+            return self._store_now(batch)
         try:
-            self._store.insert_spans(readable_to_dict(s) for s in spans)
-        except Exception:  # the processor drops a failed batch: say so loudly
-            log.exception("could not store %d spans", len(spans))
-            return SpanExportResult.FAILURE
+            segment = self._spool.log(batch)
+        except OSError:
+            log.exception("could not spool %d spans: storing them directly", len(batch))
+            self.stats.spool_errors += 1
+            return self._store_now(batch)
+        self.stats.spooled += len(batch)
+        with self._idle:
+            self._unstored += 1
+        self._queue.put((segment, batch))
         return SpanExportResult.SUCCESS
 
-    def shutdown(self) -> None:
-        self._stopped = True
+    def _store_now(self, batch: list[SpanDict]) -> SpanExportResult:
+        try:
+            self._store.insert_spans(batch)
+        except Exception:  # the processor drops a failed batch: say so loudly
+            log.exception("could not store %d spans", len(batch))
+            self.stats.lost += len(batch)
+            return SpanExportResult.FAILURE
+        self.stats.stored += len(batch)
+        return SpanExportResult.SUCCESS
+
+    def _keep_trying(self) -> bool:
+        return not self._abandon
+
+    def _send_recovered(self, batch: list[SpanDict]) -> bool:
+        try:
+            self._store.insert_spans(batch, keep_trying=self._keep_trying)
+        except DatabaseBusy:
+            return False
+        self.stats.recovered += len(batch)
+        return True
+
+    def _done(self) -> None:
+        with self._idle:
+            self._unstored -= 1
+            self._idle.notify_all()
+
+    def _run(self) -> None:
+        assert self._spool is not None
+        try:
+            recovered = self._spool.deliver(self._send_recovered)
+            if recovered:
+                log.warning("delivered %d spans spooled by an earlier process", recovered)
+        except Exception:
+            log.exception("could not deliver the spool of an earlier process (kept on disk)")
+        finally:
+            self._done()
+        while (item := self._queue.get()) is not None:
+            segment, batch = item
+            try:
+                self._store.insert_spans(batch, keep_trying=self._keep_trying)
+                self.stats.stored += len(batch)
+                self._spool.release(segment)
+            except DatabaseBusy:
+                self.stats.left_in_spool += len(batch)
+            except Exception:  # kept in the spool: the next start delivers it
+                log.exception("could not store %d spooled spans (kept in the spool)", len(batch))
+                self.stats.left_in_spool += len(batch)
+            finally:
+                self._done()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
+        """Wait until every batch exported so far is stored (or left in the spool)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._unstored <= 0, timeout_millis / 1000)
+
+    def shutdown(self, timeout_millis: int = 30000) -> None:
+        """Store what was exported, for up to `timeout_millis`; what remains stays spooled."""
+        self._stopped = True
+        if self._writer is None or self._spool is None:
+            return
+        if not self.force_flush(timeout_millis):
+            log.warning("the database did not take every span in time: the rest stays spooled")
+        self._abandon = True
+        self._queue.put(None)
+        self._writer.join(5)
+        self._spool.close()
+        if self.stats.left_in_spool:
+            log.warning(
+                "%d spans left in the spool %s: the next start delivers them",
+                self.stats.left_in_spool,
+                self._spool.path.parent,
+            )
+
+
+class StoringBatchProcessor(BatchSpanProcessor):
+    """The SDK's batch processor whose `force_flush` also waits for the exporter's writer, so
+    that a flush means "committed" (the SDK's does not call the exporter's `force_flush`)."""
+
+    def __init__(self, exporter: SqlSpanExporter, **options: Any) -> None:
+        super().__init__(exporter, **options)
+        self.exporter = exporter
+
+    def force_flush(self, timeout_millis: int | None = None) -> bool:
+        timeout = 30000 if timeout_millis is None else timeout_millis
+        return super().force_flush(timeout) and self.exporter.force_flush(timeout)

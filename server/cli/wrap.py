@@ -148,7 +148,8 @@ def _record(args: argparse.Namespace, lines: queue.Queue[Line | None]) -> None:
     """The recorder thread: everything heavy is imported here, off the agent's path."""
     from pathlib import Path
 
-    from tracecard.server.stdio.shipping import Shipper, Spool, default_spool
+    from tracecard.server.stdio.shipping import Shipper, default_spool
+    from tracecard.traces.spool import Spool
 
     spool = Spool(Path(args.spool) if args.spool else default_spool())
     shipper = Shipper(args.server, spool, {"service.name": "tracecard-wrap"})

@@ -1,27 +1,25 @@
 """Shipping the wrap shim's spans: OTLP protobuf to `{server}/v1/traces`, a spool when it fails.
 
 Runs on its own thread; the agent's pipes never wait for it. Spans that cannot be delivered are
-appended to a JSON-lines spool file (under a file lock, shared by every wrap on the machine)
-and sent, oldest first, on the next successful delivery.
+appended to the shared file of a `tracecard.traces.spool.Spool` (under a file lock, shared by
+every wrap on the machine; the server's own write-ahead spool is the same class) and sent,
+oldest first, on the next successful delivery.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import os
 import queue
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 
 from tracecard.traces.otlp import encode_protobuf
+from tracecard.traces.spool import Spool
 from tracecard.traces.store import SpanDict
 
 log = logging.getLogger(__name__)
@@ -35,55 +33,6 @@ def default_spool() -> Path:
     """`$XDG_CACHE_HOME/tracecard/spool/spans.jsonl` (default `~/.cache/...`)."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "tracecard" / "spool" / "spans.jsonl"
-
-
-class Spool:
-    """A JSON-lines file of undelivered spans, locked against other wrap processes."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lock_path = path.with_name(path.name + ".lock")
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.lock_path, "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
-    def append(self, spans: list[SpanDict]) -> None:
-        with self._locked(), open(self.path, "ab") as out:
-            out.write(b"".join(orjson.dumps(s) + b"\n" for s in spans))
-
-    def pending(self) -> bool:
-        try:
-            return self.path.stat().st_size > 0
-        except FileNotFoundError:
-            return False
-
-    def deliver(self, send: Any) -> int:
-        """Send the spooled spans with `send(batch) -> bool`; keep what did not go."""
-        if not self.pending():
-            return 0
-        with self._locked():
-            try:
-                lines = self.path.read_bytes().splitlines()
-            except FileNotFoundError:
-                return 0
-            spans = [orjson.loads(line) for line in lines if line.strip()]
-            sent = 0
-            for start in range(0, len(spans), BATCH):
-                if not send(spans[start : start + BATCH]):
-                    break
-                sent = start + len(spans[start : start + BATCH])
-            rest = spans[sent:]
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_bytes(b"".join(orjson.dumps(s) + b"\n" for s in rest))
-            os.replace(tmp, self.path)
-        return sent
 
 
 class Shipper:
