@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import httpx
 
 from tracecard.server.asgi import Scope
+from tracecard.server.proxy.errors import ProxyError
 from tracecard.server.recording.recorder import is_verifier
 from tracecard.traces import semconv
 
@@ -145,6 +147,61 @@ async def open_upstream(
     )
     async with asyncio.timeout(timeout_s):
         return await client.send(request, stream=True)
+
+
+_PREFIX_SEGMENTS = {b"http": 3, b"runs": 5}  # /http/{name}/… and /runs/{id}/http/{name}/…
+
+
+def raw_rest(scope: Scope, rest: str) -> str:
+    """The part of the path below `/http/{name}/`, exactly as the agent sent it (`raw_path`:
+    `%2F`, `%3F`, `%23` stay encoded), confined below the upstream's base path.
+
+    Raises `ProxyError` 400 for `..` that would climb above the base, for control characters
+    (`%0d%0a`, `%00`, `%09`) and for broken `%` escapes.
+    """
+    raw: bytes | None = scope.get("raw_path")
+    if raw is None:
+        raw = quote(rest, safe="/:@!$&'()*+,;=-._~").encode()
+    else:
+        raw = raw.split(b"?", 1)[0]
+        segments = raw.split(b"/")
+        raw = (
+            b"/".join(segments[_PREFIX_SEGMENTS.get(segments[1], 3) :])
+            if len(segments) > 1
+            else b""
+        )
+    kept: list[str] = []
+    for segment in raw.decode("latin-1").split("/"):
+        decoded = _decoded(segment)
+        if decoded == ".":
+            continue
+        if decoded == "..":
+            if not kept:
+                raise ProxyError(400, "the path climbs above the upstream's base path (`..`)")
+            kept.pop()
+            continue
+        if ".." in decoded.replace("\\", "/").split("/"):  # an upstream may decode %2F first
+            raise ProxyError(400, "the path climbs above the upstream's base path (`%2F..`)")
+        kept.append(segment)
+    return "/".join(kept)
+
+
+def _decoded(segment: str) -> str:
+    """`segment` percent-decoded, for checks only; 400 for control characters or a bad escape."""
+    if "%" not in segment:
+        decoded = segment
+    else:
+        pieces = segment.split("%")
+        out = [pieces[0]]
+        for piece in pieces[1:]:
+            code = piece[:2]
+            if len(code) < 2 or not all(c in "0123456789abcdefABCDEF" for c in code):
+                raise ProxyError(400, f"the path has a broken % escape: %{piece[:2]!r}")
+            out.append(chr(int(code, 16)) + piece[2:])
+        decoded = "".join(out)
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in decoded):
+        raise ProxyError(400, "the path holds a control character (CR, LF, NUL, TAB...)")
+    return decoded
 
 
 def upstream_url(upstream: Upstream, query: bytes, path: str | None = None) -> httpx.URL | str:

@@ -14,6 +14,7 @@ from tracecard.server.proxy.errors import ProxyError
 from tracecard.server.proxy.forward import (
     RequestHeaders,
     open_upstream,
+    raw_rest,
     scan_request_headers,
     upstream_url,
 )
@@ -42,6 +43,7 @@ async def handle_http(
     path: str,
 ) -> None:
     """Forward one request to the plain HTTP upstream and record it as one span."""
+    path = raw_rest(scope, path)  # as sent, below the base path; 400 for what cannot be sent
     headers = scan_request_headers(scope["headers"], state.runtime.verifier_key)
     run = await choose_run(state, scope, upstream, headers, path_run, None)
     body = await read_body(receive, state.runtime.settings.max_body_bytes, headers.content_length)

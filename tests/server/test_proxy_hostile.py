@@ -7,6 +7,7 @@ JSON nested deeper than orjson writes.
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -37,6 +38,7 @@ def tracecard(
         "long": {"url": f"{fake.url}/long"},
         "huge": {"url": f"{fake.url}/huge"},
         "resume": {"url": f"{fake.url}/resume"},
+        "api": {"url": f"{fake.url}/api/base", "kind": "http"},
     }
     with tracecard_for(upstreams, tmp_path_factory.mktemp("hostile")) as running:
         yield running
@@ -132,3 +134,49 @@ def test_a_stream_closed_after_priming_is_resumed_and_closes_the_span(
     span = named(run_spans(tracecard.url, run["id"]), "tools/call t")
     assert json.loads(span["attributes"]["gen_ai.tool.call.result"]) == {"resumed": "r-1"}
     assert "error.type" not in span["attributes"]
+
+
+def _raw_get(server: RunningServer, path: str) -> tuple[int, Any]:
+    """GET `path` byte for byte (httpx would resolve `..` and re-encode before sending)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    ("sent", "received"),
+    [
+        ("a%2Fb%3Fc%23d", "/api/base/a%2Fb%3Fc%23d"),  # encoded stays encoded
+        ("x/../y/./z", "/api/base/y/z"),  # dot segments resolved below the base
+        ("caf%C3%A9?q=%2F", "/api/base/caf%C3%A9"),
+    ],
+)
+def test_plain_http_forwards_the_raw_path_below_the_base(
+    tracecard: RunningServer, sent: str, received: str
+) -> None:
+    status, echo = _raw_get(tracecard, f"/http/api/{sent}")
+    assert status == 200, echo
+    assert echo["path"] == received
+
+
+@pytest.mark.parametrize(
+    "sent", ["../../admin/x", "a/../../admin", "a%2F..%2F..%2Fadmin", "%2e%2e/admin"]
+)
+def test_plain_http_paths_cannot_climb_above_the_base(tracecard: RunningServer, sent: str) -> None:
+    status, error = _raw_get(tracecard, f"/http/api/{sent}")
+    assert status == 400 and "base path" in error["detail"], error
+
+
+@pytest.mark.parametrize("sent", ["a%0d%0aX-Injected:%201", "a%00b", "a%09b", "a%zz"])
+def test_plain_http_paths_with_bytes_that_cannot_be_sent_are_400(
+    tracecard: RunningServer, sent: str
+) -> None:
+    run = new_run(tracecard.url)
+    status, error = _raw_get(tracecard, f"/runs/{run['id']}/http/api/{sent}")
+    assert status == 400, error
+    assert "control character" in error["detail"] or "% escape" in error["detail"]
