@@ -4,10 +4,16 @@ Progressive alignment: the trial most similar to all others is the seed; each ot
 similar first, is aligned to the growing profile by Needleman-Wunsch. A profile column matches a
 call as well as the best call already in it, so a retried or skipped call opens a gap instead of
 shifting every later call by one (which index-by-index comparison would do).
+
+Bounded: the first `ALIGN_CAP` calls of each trial are aligned; calls after that are listed by
+position (row r holds each trial's (cap + r)-th call), and `Alignment.aligned_calls` says where
+that starts. A column's score is a set lookup and the similarity that picks the seed is a
+multiset overlap, so 10 trials x 300 calls cost k-1 alignments of cap x cap cells.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -20,6 +26,7 @@ MATCH: Final = 3  # same tool, same arguments
 SAME_TOOL: Final = 1  # same tool, other arguments
 MISMATCH: Final = -2  # different tools
 GAP: Final = -1
+ALIGN_CAP: Final = 100  # calls per trial that are aligned; later ones are listed by position
 
 
 def canonical_arguments(arguments: Any) -> str:
@@ -44,6 +51,8 @@ class Alignment:
 
     rows: list[list[int | None]]
     first_divergence: int | None
+    aligned_calls: int | None = None  # when set: calls from this index on are not aligned
+    aligned_rows: int | None = None  # ... and they start at this row
 
     @property
     def width(self) -> int:
@@ -51,12 +60,31 @@ class Alignment:
         return len(self.rows[0]) if self.rows else 0
 
 
-def _column_score(column: list[CallKey], key: CallKey) -> int:
-    return max((pair_score(k, key) for k in column), default=GAP)
+class _Column:
+    """A profile column: the calls aligned in it, as sets for constant-time scoring."""
+
+    __slots__ = ("keys", "tools")
+
+    def __init__(self, keys: Sequence[CallKey] = ()) -> None:
+        self.keys = set(keys)
+        self.tools = {key[0] for key in keys}
+
+    def add(self, key: CallKey) -> None:
+        self.keys.add(key)
+        self.tools.add(key[0])
+
+    def scores(self, sequence: Sequence[CallKey]) -> list[int]:
+        """The best `pair_score` of each call of `sequence` against any call in the column."""
+        keys, tools = self.keys, self.tools
+        if not keys:
+            return [GAP] * len(sequence)
+        return [
+            MATCH if key in keys else SAME_TOOL if key[0] in tools else MISMATCH for key in sequence
+        ]
 
 
 def _align_to_profile(
-    profile: list[list[CallKey]], sequence: Sequence[CallKey]
+    profile: Sequence[_Column], sequence: Sequence[CallKey]
 ) -> list[tuple[int | None, int | None]]:
     """Needleman-Wunsch of `sequence` against `profile`: pairs (profile column, sequence index)."""
     n, m = len(profile), len(sequence)
@@ -65,23 +93,20 @@ def _align_to_profile(
         score[i][0] = i * GAP
     for j in range(1, m + 1):
         score[0][j] = j * GAP
+    match = [column.scores(sequence) for column in profile]
     for i in range(1, n + 1):
-        row, above = score[i], score[i - 1]
-        column = profile[i - 1]
+        row, above, cells = score[i], score[i - 1], match[i - 1]
+        left = row[0]
         for j in range(1, m + 1):
-            row[j] = max(
-                above[j - 1] + _column_score(column, sequence[j - 1]),
-                above[j] + GAP,
-                row[j - 1] + GAP,
-            )
+            diagonal = above[j - 1] + cells[j - 1]
+            up = above[j] + GAP
+            side = left + GAP
+            left = diagonal if diagonal >= up and diagonal >= side else (up if up >= side else side)
+            row[j] = left
     pairs: list[tuple[int | None, int | None]] = []
     i, j = n, m
     while i > 0 or j > 0:
-        if (
-            i > 0
-            and j > 0
-            and score[i][j] == score[i - 1][j - 1] + _column_score(profile[i - 1], sequence[j - 1])
-        ):
+        if i > 0 and j > 0 and score[i][j] == score[i - 1][j - 1] + match[i - 1][j - 1]:
             pairs.append((i - 1, j - 1))
             i, j = i - 1, j - 1
         elif i > 0 and score[i][j] == score[i - 1][j] + GAP:
@@ -95,18 +120,20 @@ def _align_to_profile(
 
 
 def _pair_similarity(a: Sequence[CallKey], b: Sequence[CallKey]) -> int:
-    pairs = _align_to_profile([[k] for k in a], b)
-    total = 0
-    for i, j in pairs:
-        total += GAP if i is None or j is None else pair_score(a[i], b[j])
-    return total
+    """How alike two trials are, order aside: shared calls, shared tools, the rest as gaps."""
+    same = sum((Counter(a) & Counter(b)).values())
+    tools = sum((Counter(k[0] for k in a) & Counter(k[0] for k in b)).values())
+    return same * MATCH + (tools - same) * SAME_TOOL + (len(a) + len(b) - 2 * tools) * GAP
 
 
-def align_calls(sequences: Sequence[Sequence[CallKey]]) -> Alignment:
-    """Align every trial's calls into shared rows and find the first row where trials differ."""
+def align_calls(sequences: Sequence[Sequence[CallKey]], cap: int = ALIGN_CAP) -> Alignment:
+    """Align every trial's calls into shared rows and find the first row where trials differ;
+    past `cap` calls per trial, rows list the remaining calls by position."""
     count = len(sequences)
     if count == 0:
         return Alignment(rows=[], first_divergence=None)
+    full = sequences
+    sequences = [list(s[:cap]) for s in full]
     similarity = [[0] * count for _ in range(count)]
     for a in range(count):
         for b in range(a + 1, count):
@@ -116,33 +143,42 @@ def align_calls(sequences: Sequence[Sequence[CallKey]]) -> Alignment:
     rows: list[list[int | None]] = [
         [i if t == seed else None for t in range(count)] for i in range(len(sequences[seed]))
     ]
-    profile: list[list[CallKey]] = [[key] for key in sequences[seed]]
+    profile: list[_Column] = [_Column([key]) for key in sequences[seed]]
     for trial in order:
         merged_rows: list[list[int | None]] = []
-        merged_profile: list[list[CallKey]] = []
+        merged_profile: list[_Column] = []
         for column, index in _align_to_profile(profile, sequences[trial]):
             if column is None:
                 row: list[int | None] = [None] * count
-                keys: list[CallKey] = []
+                keys = _Column()
             else:
-                row, keys = rows[column], list(profile[column])
+                row, keys = rows[column], profile[column]
             if index is not None:
                 row[trial] = index
-                keys.append(sequences[trial][index])
+                keys.add(sequences[trial][index])
             merged_rows.append(row)
             merged_profile.append(keys)
         rows, profile = merged_rows, merged_profile
+    aligned_rows = len(rows)
+    longest = max(len(s) for s in full)
+    rows += [
+        [cap + r if cap + r < len(full[t]) else None for t in range(count)]
+        for r in range(max(0, longest - cap))
+    ]
+    sequences = full
 
     def key_at(row: list[int | None], trial: int) -> CallKey | None:
         index = row[trial]
         return None if index is None else sequences[trial][index]
 
     divergence = next(
-        (
-            r
-            for r, row in enumerate(rows)
-            if len({key_at(row, t) for t in range(count)}) > 1
-        ),
+        (r for r, row in enumerate(rows) if len({key_at(row, t) for t in range(count)}) > 1),
         None,
     )
-    return Alignment(rows=rows, first_divergence=divergence)
+    capped = longest > cap
+    return Alignment(
+        rows=rows,
+        first_divergence=divergence,
+        aligned_calls=cap if capped else None,
+        aligned_rows=aligned_rows if capped else None,
+    )

@@ -10,7 +10,7 @@ from typing import Any
 from tracecard.scorers.registry import component_key
 from tracecard.traces import semconv as sc
 from tracecard.traces.models import RunRow, ScoreRow
-from tracecard.viewer.align import CallKey, align_calls, canonical_arguments
+from tracecard.viewer.align import ALIGN_CAP, CallKey, align_calls, canonical_arguments
 from tracecard.viewer.payloads import parse_json_text, payload
 from tracecard.viewer.trace_view import span_error
 
@@ -64,16 +64,30 @@ class RunsComparison:
     rows: list[AlignedRow]
     first_divergence: int | None
     components: list[str]
+    agrees_to_cap: bool = False  # longer trials whose shown (capped) calls all agree
+    aligned_calls: int | None = None  # set when trials were longer: only this many are shown
+    calls_beyond: list[int] = field(default_factory=list)  # per trial: calls not shown
 
 
-def agent_calls(spans: Sequence[dict[str, Any]]) -> list[Call]:
-    """The agent's tool calls (verifier probes left out) in start-time order."""
-    calls = []
+def _is_agent_call(span: dict[str, Any]) -> bool:
+    attributes = span.get("attributes") or {}
+    return (
+        attributes.get(sc.GEN_AI_TOOL_NAME) is not None
+        and attributes.get(sc.ROLE) != sc.ROLE_VERIFIER
+    )
+
+
+def agent_calls(spans: Sequence[dict[str, Any]], limit: int | None = None) -> list[Call]:
+    """The agent's tool calls (verifier probes left out) in start-time order (the first
+    `limit` of them when given)."""
+    calls: list[Call] = []
     for span in spans:
-        attributes = span.get("attributes") or {}
-        tool = attributes.get(sc.GEN_AI_TOOL_NAME)
-        if tool is None or attributes.get(sc.ROLE) == sc.ROLE_VERIFIER:
+        if not _is_agent_call(span):
             continue
+        if limit is not None and len(calls) >= limit:
+            break
+        attributes = span["attributes"]
+        tool = attributes[sc.GEN_AI_TOOL_NAME]
         arguments = parse_json_text(attributes.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
         result = attributes.get(sc.GEN_AI_TOOL_CALL_RESULT)
         end = span.get("end_time_unix_nano")
@@ -119,15 +133,18 @@ def compare_runs(
     scores_by_run: dict[str, list[ScoreRow]],
 ) -> RunsComparison:
     """Align the runs' tool calls and mark where, and in which arguments, trials differ."""
+    # Calls past the alignment cap are counted, not read: the page does not show them.
+    totals = [sum(map(_is_agent_call, spans_by_run.get(run.id, []))) for run in runs]
     columns = [
         TrialColumn(
             run=run,
             scores=sorted(scores_by_run.get(run.id, []), key=lambda s: component_key(s.component)),
-            calls=agent_calls(spans_by_run.get(run.id, [])),
+            calls=agent_calls(spans_by_run.get(run.id, []), ALIGN_CAP),
         )
         for run in runs
     ]
     alignment = align_calls([[c.key for c in col.calls] for col in columns])
+    longer = any(total > ALIGN_CAP for total in totals)
     rows = []
     for indices in alignment.rows:
         cells = [
@@ -141,12 +158,15 @@ def compare_runs(
             _mark_differences(cell, consensus)
         keys = {c.key if c else None for c in cells}
         rows.append(AlignedRow(cells=cells, diverges=len(keys) > 1))
-    components = sorted(
-        {s.component for col in columns for s in col.scores}, key=component_key
-    )
+    components = sorted({s.component for col in columns for s in col.scores}, key=component_key)
+    divergence = alignment.first_divergence
+    shown_divergence = divergence if divergence is not None and divergence < len(rows) else None
     return RunsComparison(
         columns=columns,
         rows=rows,
-        first_divergence=alignment.first_divergence,
+        first_divergence=shown_divergence,
         components=components,
+        agrees_to_cap=longer and shown_divergence is None,
+        aligned_calls=ALIGN_CAP if longer else None,
+        calls_beyond=[max(0, total - ALIGN_CAP) for total in totals],
     )

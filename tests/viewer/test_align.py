@@ -74,3 +74,19 @@ def test_every_call_appears_once_in_order(trials: list[list[tuple[str, str]]]) -
     assert all(any(i is not None for i in row) for row in alignment.rows)
     if alignment.first_divergence is None:
         assert all(t == trials[0] for t in trials)
+
+
+def test_past_the_cap_calls_are_listed_by_position() -> None:
+    # #14.15: bounded work; what lies beyond the cap is still every call, in order
+    a = [("t", str(i)) for i in range(6)]
+    b = [("x", "0"), *a[:5]]
+    alignment = align_calls([a, b], cap=3)
+    assert alignment.aligned_calls == 3 and alignment.aligned_rows is not None
+    aligned, rest = alignment.rows[: alignment.aligned_rows], alignment.rows[alignment.aligned_rows :]
+    assert [row for row in aligned if row[1] is not None][0] == [None, 0]  # the extra call: a gap
+    assert rest == [[3, 3], [4, 4], [5, 5]]  # by position past the cap
+    for trial, calls in enumerate((a, b)):
+        assert [row[trial] for row in alignment.rows if row[trial] is not None] == list(
+            range(len(calls))
+        )
+    assert align_calls([a, a]).aligned_calls is None  # under the cap: nothing is cut

@@ -32,7 +32,7 @@ def _compare_runs_html(
     if not runs:
         raise NotFoundException("no runs to compare: give ?experiment=ID&task=ID or ?run=ID&run=ID")
     runs = runs[:MAX_TRIALS]
-    spans = {run.id: store.spans_for_run(run.id) for run in runs}
+    spans = store.spans_for_runs(runs)  # Core rows in one query: no ORM objects per span
     scores = store.scores_for_runs([r.id for r in runs])
     view = compare_runs(runs, spans, scores)
     return render_html("compare_runs.html", view=view, experiment=experiment, task=task)
