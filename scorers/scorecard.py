@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -54,6 +55,8 @@ class RunRecord(_Model):
     final_answer: str | None = None
     components: list[ComponentScore] = Field(default_factory=list)
     flags: list[str] = Field(default_factory=list)
+    started_at: datetime | None = None  # UTC; None for a run that never started
+    duration_s: float | None = None  # from start to finish, when both are known
 
 
 class Verdict(_Model):

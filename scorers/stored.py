@@ -56,6 +56,12 @@ def _record(run: RunRow, scores: list[ScoreRow]) -> RunRecord:
         final_answer=run.final_answer,
         components=[_score(s) for s in scores],
         flags=list(run.flags or []),
+        started_at=run.started_at,
+        duration_s=(
+            max(0.0, (run.finished_at - run.started_at).total_seconds())
+            if run.started_at and run.finished_at
+            else None
+        ),
     )
 
 

@@ -8,6 +8,7 @@ import io
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -196,15 +197,34 @@ def _xml(text: Any) -> str:
     return _XML_INVALID.sub("\ufffd", _cell(text))
 
 
+def _junit_timestamp(moment: datetime) -> str:
+    """JUnit's timestamp: ISO 8601 without a zone, in UTC (the schema's xs:dateTime pattern)."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment.isoformat(timespec="seconds")
+
+
 def to_junit(scorecard: Scorecard) -> str:
-    """JUnit XML: one testcase per task; a failure names the components that failed."""
+    """JUnit XML: one testcase per task; a failure names the components that failed. A
+    testcase's `time` is the seconds its trials ran, the testsuite's the sum; `timestamp` is
+    when the first run started (UTC)."""
     suite_name = _xml(f"{scorecard.suite.name}[{scorecard.experiment.id}]")
     root = ET.Element("testsuites", name=_xml(scorecard.suite.name))
     element = ET.SubElement(root, "testsuite", name=suite_name)
+    seconds: dict[str, float] = {}
+    for run in scorecard.runs:
+        seconds[run.task_id] = seconds.get(run.task_id, 0.0) + (run.duration_s or 0.0)
+    starts = [run.started_at for run in scorecard.runs if run.started_at is not None]
+    if starts:
+        element.set("timestamp", _junit_timestamp(min(starts)))
     failures = skipped = 0
     for task in scorecard.tasks:
         case = ET.SubElement(
-            element, "testcase", classname=_xml(scorecard.suite.name), name=_xml(task.task_id)
+            element,
+            "testcase",
+            classname=_xml(scorecard.suite.name),
+            name=_xml(task.task_id),
+            time=f"{seconds.get(task.task_id, 0.0):.3f}",
         )
         failed = [
             f"{c.component} ({c.passes}/{c.evaluated} passed)"
@@ -230,4 +250,11 @@ def to_junit(scorecard: Scorecard) -> str:
     element.set("failures", str(failures))
     element.set("skipped", str(skipped))
     element.set("errors", "0")
+    total = f"{sum(seconds.values()):.3f}"
+    element.set("time", total)
+    root.set("time", total)
+    root.set("tests", str(len(scorecard.tasks)))
+    root.set("failures", str(failures))
+    root.set("skipped", str(skipped))
+    root.set("errors", "0")
     return ET.tostring(root, encoding="unicode", xml_declaration=True)

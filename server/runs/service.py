@@ -185,6 +185,9 @@ async def finish_run(runtime: Runtime, run_id: str, body: RunFinish) -> dict[str
     events = root_events(updated, extra) if root_events is not None else []
     await runtime.flush()
     first = await anyio.to_thread.run_sync(runtime.store.first_span_start, run_id)
+    if updated.started_at is None:  # as the root span says: the first message, else creation
+        started = datetime.fromtimestamp(first / 1e9, UTC) if first else updated.created_at
+        await anyio.to_thread.run_sync(lambda: runtime.store.update_run(run_id, started_at=started))
     root = root_span(
         updated, end_ns=time.time_ns(), events=events, resource=runtime.resource, start_ns=first
     )
