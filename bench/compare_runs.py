@@ -136,7 +136,8 @@ def main() -> None:
             results["page"] = timed(page, options.repeat)
             results["page_bytes"] = len(client.get(path).content)
         store.dispose()
-    results["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+    load_average = os.getloadavg()[0]
+    results["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, load {load_average:.1f}"
     print(json.dumps(results, indent=2))
 
 

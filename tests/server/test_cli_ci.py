@@ -14,7 +14,7 @@ from tracecard.server.cli.main import main
 from tracecard.server.settings import Settings
 from tracecard.traces.store import Store
 
-SUITE = "schema_version = 1\nname = \"five\"\n" + "".join(
+SUITE = 'schema_version = 1\nname = "five"\n' + "".join(
     f'\n[[tasks]]\nid = "t{i}"\ninstruction = "Say yes."\n'
     f'[tasks.completion]\nchecks = [{{ exact = "yes" }}]\n'
     for i in range(5)

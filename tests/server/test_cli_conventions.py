@@ -58,9 +58,7 @@ def test_2_run_old_spellings_warn_and_still_work(capsys: pytest.CaptureFixture[s
 
 def test_3_4_8_serve_finds_tracecard_toml_and_prints_the_bound_port(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
-    (tmp_path / "tracecard.toml").write_text(
-        '[upstreams.tools]\nurl = "http://127.0.0.1:9/mcp"\n'
-    )
+    (tmp_path / "tracecard.toml").write_text('[upstreams.tools]\nurl = "http://127.0.0.1:9/mcp"\n')
     process = subprocess.Popen(
         [*TRACECARD, "serve", "--port", "0", "--db", str(tmp_path / "t.db")],
         cwd=tmp_path / "sub",  # found in the parent folder

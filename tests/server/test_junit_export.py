@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,15 +28,18 @@ completion = { checks = [{ exact = "no" }] }
 """
 
 
-def test_junit_times_and_timestamp_parse(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_junit_times_and_timestamp_parse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "suite.toml").write_text(SUITE)
     agent = f"{sys.executable} -c \"import time; time.sleep(0.3); print('yes')\""
     before = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
     db = ["--db", str(tmp_path / "t.db")]
     argv = ["run", "--suite", str(tmp_path / "suite.toml"), "--name", "sleepy", "--agent", agent,
-            "--trials", "2", "--port", "0", "--work-dir", str(tmp_path / "w"), "--json", *db]  # fmt: skip
+            "--trials", "2", "--port", "0", "--work-dir", str(tmp_path / "w"), "--json",
+            *db]  # fmt: skip
     assert main(argv) == 0
-    experiment = __import__("json").loads(capsys.readouterr().out)["experiment_id"]
+    experiment = json.loads(capsys.readouterr().out)["experiment_id"]
     out = tmp_path / "card.xml"
     assert main(["export", "--experiment", experiment, "--format", "xml", "-o", str(out), *db]) == 0
 

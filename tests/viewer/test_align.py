@@ -82,7 +82,8 @@ def test_past_the_cap_calls_are_listed_by_position() -> None:
     b = [("x", "0"), *a[:5]]
     alignment = align_calls([a, b], cap=3)
     assert alignment.aligned_calls == 3 and alignment.aligned_rows is not None
-    aligned, rest = alignment.rows[: alignment.aligned_rows], alignment.rows[alignment.aligned_rows :]
+    split = alignment.aligned_rows
+    aligned, rest = alignment.rows[:split], alignment.rows[split:]
     assert [row for row in aligned if row[1] is not None][0] == [None, 0]  # the extra call: a gap
     assert rest == [[3, 3], [4, 4], [5, 5]]  # by position past the cap
     for trial, calls in enumerate((a, b)):
