@@ -52,6 +52,8 @@ class SpanLine:
     error: str | None
     source: str | None  # the agent's service name for its own OTLP spans; None for ours
     evidence: list[EvidenceItem] = field(default_factory=list)
+    model_chip: str | None = None  # model spans: "in→out tok" (viewer.conversation)
+    requested_by: str | None = None  # tool spans: the model span that asked for the call
 
     @property
     def bar(self) -> Markup:
@@ -70,9 +72,11 @@ class SpanLine:
 
     @property
     def kind(self) -> str:
-        """"agent", "verifier", "error" or "call": how the bar is drawn."""
+        """ "agent", "model", "verifier", "error" or "call": how the bar is drawn."""
         if self.error:
             return "error"
+        if self.model_chip is not None:
+            return "model"
         if self.source:
             return "agent"
         return "verifier" if self.role == sc.ROLE_VERIFIER else "call"
@@ -234,6 +238,4 @@ def build_trace(spans: Sequence[dict[str, Any]], scores: Iterable[ScoreRow]) -> 
 
 def span_evidence(span_id: str, scores: Iterable[ScoreRow]) -> list[EvidenceItem]:
     """The evidence items, of any score, that cite `span_id`."""
-    return [
-        item for score in scores for item in evidence_items(score) if span_id in item.span_ids
-    ]
+    return [item for score in scores for item in evidence_items(score) if span_id in item.span_ids]

@@ -21,6 +21,16 @@ def _chips(line: SpanLine) -> str:
         chips.append(
             f'<span class="chip agent" title="the agent\'s own span">{escape(line.source)}</span>'
         )
+    if line.model_chip is not None:
+        chips.append(
+            f'<span class="chip model" title="input→output tokens">{escape(line.model_chip)}</span>'
+        )
+    if line.requested_by is not None:
+        target = escape(line.requested_by)
+        chips.append(
+            f'<a class="chip model" href="#span-{target}" title="the model turn that asked for '
+            'this call">asked by the model</a>'
+        )
     if line.role == "verifier":
         chips.append('<span class="chip" title="outcome probe">verifier</span>')
     for component, passed in line.verdicts if line.evidence else ():

@@ -139,11 +139,17 @@ async def _relay_stream(
     loop = asyncio.get_running_loop()
     watcher = watch_disconnect(receive)
     complete = True
+    idle = upstream.timeout_s
+    step = min(1.0, idle / 4)  # the deadline moves in steps: a reschedule per chunk costs CPU
     try:
-        async with asyncio.timeout(upstream.timeout_s) as timer:
+        async with asyncio.timeout(idle) as timer:
+            moved = loop.time()
             async for chunk in response.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                timer.reschedule(loop.time() + upstream.timeout_s)
+                now = loop.time()
+                if now - moved >= step:
+                    timer.reschedule(now + idle)
+                    moved = now
                 for event in parser.feed(decoder.feed(chunk)):
                     reader.event(event.event, event.data)
         for event in parser.close():

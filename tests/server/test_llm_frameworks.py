@@ -32,6 +32,7 @@ from tracecard.scorers.model import (
     unread_results,
 )
 
+HOSTILE_PROMPT = "What is 2 + 40? <script>alert(1)</script>"  # shown as text in the viewer
 set_tracing_disabled(True)  # openai-agents would export its own traces to the internet
 
 
@@ -73,9 +74,14 @@ async def test_pydantic_ai_openai_model_and_mcp_toolset(tracecard: RunningServer
         toolsets=[MCPToolset(run["urls"]["tools"])],
     )
     async with agent:
-        result = await agent.run("What is 2 + 40?")
+        result = await agent.run(HOSTILE_PROMPT)
     assert result.output.startswith("The answer is 42")
     check_one_trace(tracecard.url, run, result.output)
+    page = httpx.get(f"{tracecard.url}/runs/{run['id']}", timeout=30).text
+    assert "Conversation" in page and "2 model turns" in page
+    assert "asks for add (call_add)" in page and "asked by the model" in page
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 1  # escaped, shown once
+    assert "<script>alert(1)" not in page
 
 
 async def test_openai_agents_responses_model_and_mcp_server(tracecard: RunningServer) -> None:

@@ -435,3 +435,19 @@ def model_upstream() -> Iterator[ModelUpstream]:
     )
     with serving(config, "the scripted model upstream"):
         yield upstream
+
+
+if __name__ == "__main__":  # python -m tests.servers.model_upstream PORT  (bench/llm_overhead.py)
+    import sys
+
+    serve_port = int(sys.argv[1])
+    uvicorn.run(
+        make_app(ModelUpstream(url=f"http://127.0.0.1:{serve_port}")),
+        host="127.0.0.1",
+        port=serve_port,
+        loop="uvloop",
+        http="httptools",
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )

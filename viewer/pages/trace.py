@@ -17,6 +17,7 @@ from tracecard.traces.models import RunRow, ScoreRow
 from tracecard.traces.store import Store
 from tracecard.traces.verdicts import add_verdict, agreement_rates, verdicts_for_runs
 from tracecard.viewer import csrf
+from tracecard.viewer.conversation import annotate_lines, build_model_view, has_model_spans
 from tracecard.viewer.payloads import payload
 from tracecard.viewer.rendering import html_response, page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
@@ -52,7 +53,12 @@ def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]
     verdicts = verdicts_for_runs(store, [run_id]).get(run_id, [])
     agreement = agreement_rates(store, run.experiment_id)
     trace = build_trace(spans, scores)
+    # the model side needs payloads (messages, requested calls): read them only when present
+    model = build_model_view(store.spans_for_run(run_id)) if has_model_spans(spans) else None
+    if model is not None:
+        annotate_lines(trace.lines, model)
     return {
+        "model": model,
         "run": run,
         "trace": trace,
         "rows": waterfall_rows(run.id, trace.lines),

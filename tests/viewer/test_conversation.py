@@ -1,0 +1,51 @@
+"""The trace page's model side: the transcript in reading order, chips on model and tool rows."""
+
+from __future__ import annotations
+
+from tests.scorers.test_model import ADD, agent_loop, model_span
+from tests.scorers.trace_helpers import root
+from tracecard.viewer.conversation import annotate_lines, build_model_view, transcript
+from tracecard.viewer.trace_view import build_trace
+
+
+def test_transcript_adds_only_what_each_request_repeats_anew() -> None:
+    spans = agent_loop()
+    view = build_model_view(spans)
+    assert view is not None
+    rows = [(e.role, e.kind) for e in view.transcript]
+    # turn 1: the user's question, the model's call; turn 2 repeats the question (the scripted
+    # history is not the exact conversation, so it is shown again), the result, the answer
+    assert rows[:2] == [("user", "text"), ("assistant", "tool_call")]
+    assert rows[-2:] == [("tool", "tool_result"), ("assistant", "text")]
+    assert view.transcript[1].label == "add (c1)" and view.transcript[-1].text == "It is 42."
+    assert view.tokens == (20, 10)
+
+
+def test_a_repeated_history_is_not_shown_twice() -> None:
+    first = model_span(text="hello")
+    view = build_model_view([root(), first])
+    assert view is not None
+    turn = view.turns[0]
+    second = type(turn)(
+        **{
+            **turn.__dict__,
+            "span_id": "b" * 16,
+            "input_messages": turn.input_messages + turn.output_messages,
+        }
+    )
+    entries = transcript([turn, second])
+    assert [e.text for e in entries] == ["q", "hello", "hello"]  # q once; the answer again
+
+
+def test_model_rows_get_tokens_and_tool_rows_their_requester() -> None:
+    spans = agent_loop()
+    view = build_model_view(spans)
+    assert view is not None
+    trace = build_trace(spans, [])
+    annotate_lines(trace.lines, view)
+    by_id = {line.span_id: line for line in trace.lines}
+    assert by_id[spans[1]["span_id"]].model_chip == "10→5 tok"
+    assert by_id[spans[1]["span_id"]].kind == "model"
+    assert by_id[spans[2]["span_id"]].requested_by == spans[1]["span_id"]
+    assert build_model_view([root(), *spans[2:3]]) is None  # no model span: no model view
+    assert ADD["name"] == "add"

@@ -1,0 +1,142 @@
+"""The model side of a trace page: tokens and latency on model spans, "asked by the model" on
+the tool spans that ran a requested call, and the run's conversation as a readable transcript.
+
+Built from the run's full spans (the outline has no payloads), only when the trace has model
+spans. Everything here is plain text for the templates, which escape it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from tracecard.scorers.calls import agent_calls
+from tracecard.scorers.model import ModelTurn, link_calls, model_turns
+from tracecard.viewer.trace_view import SpanLine
+
+MAX_TEXT: Final = 4000  # characters of one transcript entry shown (the span detail has all)
+MODEL_SPAN_PREFIX: Final = "chat "
+
+
+@dataclass(frozen=True)
+class TranscriptEntry:
+    """One message part in reading order: who said it, what kind, the text, its span."""
+
+    role: str  # system | user | assistant | tool
+    kind: str  # text | tool_call | tool_result | refusal | reasoning | other
+    text: str
+    span_id: str  # the model span whose request or answer holds it
+    label: str = ""  # a tool call's or result's name / id
+
+
+@dataclass
+class ModelView:
+    """What the trace page adds for a run with model spans."""
+
+    turns: list[ModelTurn]
+    transcript: list[TranscriptEntry] = field(default_factory=list)
+    requested_by: dict[str, str] = field(default_factory=dict)  # tool span -> model span
+
+    @property
+    def tokens(self) -> tuple[int, int]:
+        return (
+            sum(t.input_tokens or 0 for t in self.turns),
+            sum(t.output_tokens or 0 for t in self.turns),
+        )
+
+
+def has_model_spans(outline: Sequence[dict[str, Any]]) -> bool:
+    """Whether a trace outline (names only) holds any model span."""
+    return any(str(s.get("name") or "").startswith(MODEL_SPAN_PREFIX) for s in outline)
+
+
+def _text(value: Any) -> str:
+    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+    return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}… ({len(text)} characters)"
+
+
+def _entries(message: dict[str, Any], span_id: str) -> list[TranscriptEntry]:
+    role = str(message.get("role") or "user")
+    found = []
+    parts = message.get("parts")
+    for part in parts if isinstance(parts, list) else []:
+        if not isinstance(part, dict):
+            continue
+        kind = str(part.get("type") or "other")
+        if kind == "tool_call":
+            label = (
+                f"{part.get('name')} ({part.get('id')})"
+                if part.get("id")
+                else str(part.get("name"))
+            )
+            found.append(TranscriptEntry(role, kind, _text(part.get("arguments")), span_id, label))
+        elif kind == "tool_call_response":
+            found.append(
+                TranscriptEntry(
+                    role,
+                    "tool_result",
+                    _text(part.get("response")),
+                    span_id,
+                    str(part.get("id") or ""),
+                )
+            )
+        elif kind in ("text", "refusal", "reasoning"):
+            found.append(TranscriptEntry(role, kind, _text(part.get("content") or ""), span_id))
+        else:
+            found.append(TranscriptEntry(role, "other", f"[{kind}]", span_id))
+    return found
+
+
+def _key(message: dict[str, Any]) -> bytes:
+    """A message as history compares it: its role and parts (an answer's finish reason is not
+    repeated when the agent sends the answer back)."""
+    kept = {"role": message.get("role"), "parts": message.get("parts")}
+    return orjson.dumps(kept, option=orjson.OPT_SORT_KEYS, default=str)
+
+
+def transcript(turns: Sequence[ModelTurn]) -> list[TranscriptEntry]:
+    """The conversation in order: each request's new messages, then the model's answer.
+
+    A request that repeats the conversation so far (the usual stateless chat API) adds only
+    what is new; one that does not (a new conversation) is shown whole."""
+    entries: list[TranscriptEntry] = []
+    history: list[bytes] = []
+    for turn in turns:
+        inputs = turn.input_messages
+        keys = [_key(m) for m in inputs]
+        start = len(history) if keys[: len(history)] == history else 0
+        for message in inputs[start:]:
+            entries.extend(_entries(message, turn.span_id))
+        history = keys + [_key(m) for m in turn.output_messages]
+        for message in turn.output_messages:
+            entries.extend(_entries(message, turn.span_id))
+    return entries
+
+
+def build_model_view(spans: Sequence[dict[str, Any]]) -> ModelView | None:
+    """The model view of a run's full spans; None when it has no model span."""
+    turns = model_turns(spans)
+    if not turns:
+        return None
+    links = link_calls(turns, agent_calls(spans))
+    return ModelView(
+        turns=turns,
+        transcript=transcript(turns),
+        requested_by={link.tool_span_id: link.model_span_id for link in links},
+    )
+
+
+def annotate_lines(lines: Sequence[SpanLine], view: ModelView) -> None:
+    """Put tokens and time to first token on model rows, the requesting turn on tool rows."""
+    by_id = {turn.span_id: turn for turn in view.turns}
+    for line in lines:
+        turn = by_id.get(line.span_id)
+        if turn is not None:
+            tokens = f"{turn.input_tokens or 0}→{turn.output_tokens or 0} tok"
+            line.model_chip = tokens
+        requester = view.requested_by.get(line.span_id)
+        if requester is not None:
+            line.requested_by = requester
