@@ -31,19 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.proxy_overhead import cpu_seconds, machine, serve_command  # noqa: E402
+from tests.servers.model_upstream import TOOLS  # noqa: E402
 from tests.support.processes import free_port, spawn  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "What is 2 + 40? Use the add tool."}]
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two numbers.",
-            "parameters": {"type": "object", "properties": {"a": {}, "b": {}}},
-        },
-    }
-]
 BODIES = {
     "json": {"model": "script-tools", "messages": MESSAGES, "tools": TOOLS},
     "stream": {

@@ -13,22 +13,12 @@ import openai
 import orjson
 import pytest
 
-from tests.servers.model_upstream import ModelUpstream, model_upstream
+from tests.servers.model_upstream import TOOLS, ModelUpstream, model_upstream
 from tests.support.processes import free_port
 from tests.support.proxy import new_run, run_spans, tracecard_for
 from tests.support.tracecard import RunningServer
 
 USER = [{"role": "user", "content": "What is 2 + 40?"}]
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two numbers.",
-            "parameters": {"type": "object", "properties": {"a": {}, "b": {}}},
-        },
-    }
-]
 
 
 @pytest.fixture(scope="module")

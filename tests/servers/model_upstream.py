@@ -35,6 +35,17 @@ from tests.support.processes import free_port
 from tests.support.tracecard import serving
 
 CREATED = 1_767_225_600
+# The Chat Completions definition of the tool the scripts call (for clients that offer tools).
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two numbers.",
+            "parameters": {"type": "object", "properties": {"a": {}, "b": {}}},
+        },
+    }
+]
 TOOL_CALLS = [("call_add", "add", {"a": 2, "b": 40}), ("call_echo", "echo", {"text": "hi"})]
 Send = Any
 
