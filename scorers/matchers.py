@@ -122,6 +122,7 @@ class ArgMatcher(BaseModel):
     tolerance: float = 1e-9
     subset: dict[str, JsonValue] | None = None
     strict: bool = False  # exact / one_of: no trimming, no NFC, 1 is not 1.0
+    optional: bool = False  # the argument may be left out; when given, it must match
 
     @model_validator(mode="before")
     @classmethod
@@ -152,7 +153,7 @@ class ArgMatcher(BaseModel):
     def match(self, present: bool, actual: Any) -> MatchResult:
         """Match an argument value (`present` False when the call lacks the argument)."""
         if not present:
-            return MatchResult(ok=False, reason="argument missing")
+            return MatchResult(ok=self.optional, reason="" if self.optional else "argument missing")
         if self.kind == "any":
             return MatchResult(ok=True)
         try:

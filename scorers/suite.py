@@ -53,6 +53,8 @@ class Task(BaseModel):
     turns: list[Turn] = Field(default_factory=list)
     upstreams: list[str] = Field(default_factory=list)
     fixture: str | None = None
+    # values a per-run upstream's command/env/cwd receive as `{task.NAME}` (v2)
+    params: dict[str, str] = Field(default_factory=dict)
     tools: list[str] | None = None  # allowed tools; None allows any
     invocation: InvocationSpec | None = None
     completion: CompletionSpec | None = None
@@ -132,8 +134,9 @@ def _read_v1(document: dict[str, Any]) -> Suite:
     for index, task in enumerate(tasks if isinstance(tasks, list) else []):
         if not isinstance(task, dict):
             continue
-        if task.get("turns"):
-            issues.append((("tasks", index, "turns"), "turns need schema_version = 2"))
+        for key in ("turns", "params"):
+            if task.get(key):
+                issues.append((("tasks", index, key), f"{key} need schema_version = 2"))
         if "instruction" not in task:
             issues.append((("tasks", index, "instruction"), "required field is missing"))
     return _validated(document, issues)
@@ -262,7 +265,8 @@ def suite_version(suite: Suite) -> str:
     """sha256 of the canonical content: the same for TOML and JSON of the same suite."""
     document = suite.model_dump(mode="json")
     for task in document["tasks"]:
-        if not task["turns"]:
-            del task["turns"]  # a single-turn task hashes as it did before turns existed
+        for key in ("turns", "params"):
+            if not task[key]:
+                del task[key]  # a v1 task hashes as it did before these fields existed
     canonical = orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()

@@ -31,6 +31,8 @@ AfterFinishHook = Callable[["Runtime", "RunRow"], Awaitable[None]]
 RootEvents = Callable[["RunRow", dict[str, Any]], "list[Event]"]
 # `GET /api/runs/{id}`: the run's stored scores.
 RunScores = Callable[["Runtime", "RunRow"], Awaitable[dict[str, Any]]]
+# A per-run upstream's `{task.NAME}`: the params of the run's task (empty: none).
+TaskParams = Callable[["Runtime", str], Awaitable[dict[str, str]]]
 # Enforce mode, on the proxy's hot path (memory only): a decision to block a call, or None.
 Enforcer = Callable[
     ["RunInfo", str, str, "dict[str, Any] | None", "dict[str, Any] | None"],
@@ -48,3 +50,4 @@ class Hooks:
     root_events: RootEvents | None = None
     run_scores: RunScores | None = None
     enforce: Enforcer | None = None
+    task_params: TaskParams | None = None

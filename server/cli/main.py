@@ -92,9 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(handler=_serve)
     # Each command module adds its subcommands; imported here so `--help` lists them all.
+    from tracecard.server.bfcl import cli as bfcl
     from tracecard.server.cli import demo, run, suites, wrap
 
-    for module in (suites, run, wrap, demo):
+    for module in (suites, run, wrap, demo, bfcl):
         module.register(sub)
     for child in _subparsers(parser):
         add_common_flags(child)

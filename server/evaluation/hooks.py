@@ -79,6 +79,15 @@ async def resolve_run_create(runtime: Runtime, body: RunCreate) -> RunRow:
     return row
 
 
+async def task_params(runtime: Runtime, run_id: str) -> dict[str, str]:
+    """The params of a run's task, for a per-run upstream's `{task.NAME}`."""
+    task = tasks_of(runtime).get(run_id)
+    if task is None:
+        run = await anyio.to_thread.run_sync(runtime.store.get_run, run_id)
+        task = await anyio.to_thread.run_sync(task_of, runtime.store, run) if run else None
+    return dict(task.params) if task is not None else {}
+
+
 def make_enforcer(runtime: Runtime) -> Enforcer:
     """The proxy's enforce hook: block a call that matches a rule marked `block = true`."""
     cache = tasks_of(runtime)

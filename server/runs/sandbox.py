@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 from collections.abc import Collection
 from pathlib import Path
@@ -19,6 +20,7 @@ from tracecard.server.settings import ConfigError, Settings
 log = logging.getLogger(__name__)
 
 PLACEHOLDER = "{sandbox}"
+TASK_PARAM = re.compile(r"\{task\.([A-Za-z_][A-Za-z0-9_]*)\}")  # a task's `params` entry
 _MARKERS = ".created"
 
 
@@ -80,13 +82,32 @@ def prune(settings: Settings, keep: Collection[str] = ()) -> list[Path]:
     return removed
 
 
-def substitute(value: str, sandbox: Path | None) -> str:
-    """`value` with `{sandbox}` replaced by the sandbox path."""
+def substitute(value: str, sandbox: Path | None, params: dict[str, str] | None = None) -> str:
+    """`value` with `{sandbox}` replaced by the sandbox path and each `{task.NAME}` by the
+    run's task parameter NAME (the task's `params`)."""
+    if TASK_PARAM.search(value):
+
+        def param(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if params is None or name not in params:
+                known = ", ".join(sorted(params or {})) or "none"
+                raise ConfigError(
+                    f"{value!r} uses {{task.{name}}} but the run's task has no param {name!r}"
+                    f" (its params: {known}); set `params = {{ {name} = \"...\" }}` on the task"
+                )
+            return params[name]
+
+        value = TASK_PARAM.sub(param, value)
     if PLACEHOLDER not in value:
         return value
     if sandbox is None:
         raise ConfigError(f"{value!r} uses {PLACEHOLDER} but the upstream has no sandbox")
     return value.replace(PLACEHOLDER, str(sandbox))
+
+
+def uses_task_params(command: list[str], env: dict[str, str], cwd: str | None) -> bool:
+    """Whether `{task.NAME}` appears in the command, the environment or the working directory."""
+    return any(TASK_PARAM.search(v) for v in [*command, *env.values(), cwd or ""])
 
 
 def needs_sandbox(command: list[str], env: dict[str, str], cwd: str | None) -> bool:

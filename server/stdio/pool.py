@@ -21,7 +21,12 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tracecard.server.recording.recorder import Exchange, Recorder
 from tracecard.server.runs.registry import RunInfo
-from tracecard.server.runs.sandbox import create_sandbox, needs_sandbox, substitute
+from tracecard.server.runs.sandbox import (
+    create_sandbox,
+    needs_sandbox,
+    substitute,
+    uses_task_params,
+)
 from tracecard.server.runtime import Runtime
 from tracecard.server.settings import ConfigError, UpstreamSettings
 from tracecard.server.stdio.messages import (
@@ -126,13 +131,23 @@ class StdioUpstreams:
             )
         return path
 
+    async def _task_params(self, slot: Slot, upstream: UpstreamSettings) -> dict[str, str] | None:
+        # `{task.NAME}`: one per-run upstream definition serves every task of a suite
+        if not uses_task_params(upstream.command or [], upstream.env, upstream.cwd):
+            return None
+        lookup = self.runtime.hooks.task_params
+        if slot.run is None or lookup is None:
+            raise ConfigError(f"upstream {slot.name!r} uses {{task.…}}: it must be per_run")
+        return await lookup(self.runtime, slot.run.id)
+
     async def _start(self, slot: Slot, exchange: Exchange) -> StdioProcess:
         upstream = self.upstream(slot.name)
         try:
             sandbox = await self._sandbox(slot, upstream)
-            command = [substitute(part, sandbox) for part in upstream.command or []]
-            env = {k: substitute(v, sandbox) for k, v in upstream.env.items()}
-            cwd = substitute(upstream.cwd, sandbox) if upstream.cwd else None
+            params = await self._task_params(slot, upstream)
+            command = [substitute(part, sandbox, params) for part in upstream.command or []]
+            env = {k: substitute(v, sandbox, params) for k, v in upstream.env.items()}
+            cwd = substitute(upstream.cwd, sandbox, params) if upstream.cwd else None
         except (ConfigError, OSError) as exc:
             raise UpstreamError(f"upstream {slot.name!r}: {exc}") from exc
         if cwd is not None:

@@ -109,3 +109,13 @@ def test_missing_answer_fails_every_check() -> None:
 def test_invalid_json_schema_is_rejected() -> None:
     with pytest.raises(ValidationError, match="not a valid schema"):
         c({"json_schema": {"type": "no-such-type"}})
+
+
+def test_an_optional_matcher_allows_absence_but_not_a_wrong_value() -> None:
+    from tracecard.scorers.matchers import ArgMatcher
+
+    matcher = ArgMatcher.model_validate({"one_of": ["units"], "optional": True})
+    assert matcher.match(False, None).ok
+    assert matcher.match(True, "units").ok
+    assert not matcher.match(True, "cm").ok
+    assert not ArgMatcher.model_validate({"one_of": ["units"]}).match(False, None).ok

@@ -1,0 +1,208 @@
+"""`tracecard import bfcl`: a suite from BFCL entries, plus the upstream configuration it needs.
+
+Multi-turn entries become tasks with one turn per user turn: each turn expects the ground
+truth's calls by tool and by result (BFCL's response check; a turn whose ground truth is empty
+expects no call), and an outcome comparing the environment's state after the turn, class by
+class, with the reference state computed here by executing the ground truth on a fresh instance
+(BFCL's state check). Single-turn entries expect the calls of BFCL's possible answers: each
+argument `one_of` its allowed values, optional when BFCL allows leaving it out, no other
+argument; irrelevance entries expect no call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tracecard.scorers import Suite
+from tracecard.server.bfcl.env import (
+    MULTI_TURN,
+    SINGLE_TURN,
+    UNSUPPORTED,
+    Environment,
+    entries,
+    parse_calls,
+    possible_answers,
+)
+
+__all__ = ["ImportError_", "import_suite", "upstream_config"]
+
+UPSTREAM = "bfcl"
+STATE_FILE = "bfcl_state.json"
+MAX_COMBINATIONS = 64  # a nested possible answer expands to at most this many objects
+# BFCL's environments are virtual: `cd('..')` in its file system is no sandbox escape, and its
+# tools carry no MCP annotations to judge as destructive.
+SAFETY = {"sandbox_paths": False, "forbid_destructive": False}
+
+
+class ImportError_(ValueError):  # noqa: N801 - not the builtin; a user error of the importer
+    """Categories or ids that cannot be imported; the message says what to do."""
+
+
+def _user_text(messages: Iterable[dict[str, Any]]) -> str:
+    return "\n\n".join(str(m["content"]) for m in messages if m.get("role") == "user")
+
+
+def _instruction(messages: Sequence[dict[str, Any]]) -> str:
+    system = [str(m["content"]) for m in messages if m.get("role") == "system"]
+    return "\n\n".join([*system, _user_text(messages)])
+
+
+def _multi_turn_task(entry: dict[str, Any], ground_truth: list[list[str]]) -> dict[str, Any]:
+    environment = Environment(entry)
+    turns: list[dict[str, Any]] = []
+    replay: list[list[dict[str, Any]]] = []
+    for question, calls_text in zip(entry["question"], ground_truth, strict=True):
+        turn: dict[str, Any] = {"user": _user_text(question)}
+        calls = [environment.bind(c) for text in calls_text for c in parse_calls(text)]
+        replay.append([{"tool": c.name, "arguments": c.arguments} for c in calls])
+        if not calls:
+            turn["invocation"] = {"expect_no_calls": True}
+        else:
+            expected = [
+                {"tool": c.name, "result": {"exact": environment.execute(c.name, c.arguments)}}
+                for c in calls
+            ]
+            state = environment.state()
+            turn["invocation"] = {"calls": expected, "order": "any", "allow_extra": True}
+            turn["outcome"] = {
+                "probes": [{"id": "state", "kind": "file", "path": STATE_FILE}],
+                "predicates": [
+                    {"probe": "state", "path": f"$.{name}", "op": "eq", "value": state[name]}
+                    for name in entry["involved_classes"]
+                ],
+            }
+        turns.append(turn)
+    return {
+        "id": entry["id"],
+        "turns": turns,
+        "upstreams": [UPSTREAM],
+        "params": {"entry": entry["id"]},
+        "safety": SAFETY,
+        "efficiency": {"optimal_calls": sum(len(t) for t in replay)},
+        "metadata": {
+            "bfcl_category": entry["id"].rsplit("_", 1)[0],
+            "bfcl_involved_classes": list(entry["involved_classes"]),
+            "bfcl_ground_truth": replay,
+        },
+    }
+
+
+def _dict_values(allowed: dict[str, list[Any]]) -> list[dict[str, Any]] | None:
+    # A nested possible answer ({key: [allowed values]}) as the objects it allows.
+    keys = list(allowed)
+    choices = [[v for v in allowed[k] if v != ""] or [None] for k in keys]
+    optional = [("" in allowed[k]) for k in keys]
+    combos = 1
+    for options, may_skip in zip(choices, optional, strict=True):
+        combos *= len(options) + (1 if may_skip else 0)
+    if combos > MAX_COMBINATIONS:
+        return None
+    out = []
+    for picked in itertools.product(
+        *[[*opts, *([_SKIP] if skip else [])] for opts, skip in zip(choices, optional, strict=True)]
+    ):
+        out.append({k: v for k, v in zip(keys, picked, strict=True) if v is not _SKIP})
+    return out
+
+
+_SKIP = object()
+
+
+def _matcher(allowed: list[Any]) -> dict[str, Any]:
+    values: list[Any] = []
+    for value in allowed:
+        if value == "":
+            continue
+        if isinstance(value, dict):
+            expanded = _dict_values(value)
+            if expanded is None:
+                return {"any": True, "optional": "" in allowed}
+            values.extend(expanded)
+        else:
+            values.append(value)
+    matcher: dict[str, Any] = {"one_of": values} if values else {"any": True}
+    if "" in allowed:
+        matcher["optional"] = True
+    return matcher
+
+
+def _single_turn_task(entry: dict[str, Any], answer: dict[str, Any] | None) -> dict[str, Any]:
+    task: dict[str, Any] = {
+        "id": entry["id"],
+        "instruction": _instruction(entry["question"][0]),
+        "upstreams": [UPSTREAM],
+        "params": {"entry": entry["id"]},
+        "safety": SAFETY,
+        "metadata": {"bfcl_category": entry["id"].rsplit("_", 1)[0]},
+    }
+    if answer is None:
+        task["invocation"] = {"expect_no_calls": True}
+        return task
+    calls = []
+    for expected in answer["ground_truth"]:
+        ((name, params),) = expected.items()
+        arguments = {param: _matcher(allowed) for param, allowed in params.items()}
+        calls.append({"tool": name, "arguments": arguments, "strict_arguments": True})
+    task["invocation"] = {"calls": calls, "order": "any", "allow_extra": False}
+    task["efficiency"] = {"optimal_calls": len(calls)}
+    task["metadata"]["bfcl_possible_answer"] = answer["ground_truth"]
+    return task
+
+
+def _check_categories(categories: Sequence[str]) -> None:
+    for category in categories:
+        if category in UNSUPPORTED:
+            raise ImportError_(f"category {category!r} is not supported: {UNSUPPORTED[category]}")
+        if category not in MULTI_TURN + SINGLE_TURN:
+            known = ", ".join(MULTI_TURN + SINGLE_TURN)
+            raise ImportError_(f"unknown BFCL category {category!r}; supported: {known}")
+
+
+def import_suite(
+    categories: Sequence[str],
+    ids: Sequence[str] | None = None,
+    limit: int | None = None,
+    name: str | None = None,
+) -> Suite:
+    """A suite of the entries of `categories` (only `ids` when given; the first `limit` of each
+    category when given)."""
+    _check_categories(categories)
+    wanted = set(ids or [])
+    tasks: list[dict[str, Any]] = []
+    for category in categories:
+        answers = possible_answers(category)
+        chosen = [e for e in entries(category) if not wanted or e["id"] in wanted]
+        for entry in chosen[:limit] if limit is not None else chosen:
+            if category in MULTI_TURN:
+                tasks.append(_multi_turn_task(entry, answers[entry["id"]]["ground_truth"]))
+            else:
+                tasks.append(_single_turn_task(entry, answers.get(entry["id"])))
+    missing = wanted - {t["id"] for t in tasks}
+    if missing:
+        where = ", ".join(categories)
+        raise ImportError_(f"no such entries in {where}: {', '.join(sorted(missing))}")
+    if not tasks:
+        raise ImportError_("no entries selected")
+    document = {
+        "schema_version": 2,
+        "name": name or ("bfcl-" + "-".join(categories) if len(categories) <= 3 else "bfcl"),
+        "description": f"BFCL v4 entries imported from bfcl-eval: {', '.join(categories)}",
+        "tasks": tasks,
+    }
+    return Suite.model_validate(document)
+
+
+def upstream_config(python: str = sys.executable) -> str:
+    """The `tracecard.toml` section the suite needs: one per-run stdio upstream for every task
+    (each run's own process and state, told its entry by `{task.entry}`)."""
+    command = [python, "-m", "tracecard.server.bfcl.mcp_server", "{task.entry}"]
+    quoted = ", ".join(f'"{part}"' for part in command)
+    return (
+        "# The BFCL environments, one fresh process per run (written by tracecard import bfcl)\n"
+        f"[upstreams.{UPSTREAM}]\n"
+        f'command = [{quoted}, "{{sandbox}}/{STATE_FILE}"]\n'
+        "per_run = true\n"
+    )
