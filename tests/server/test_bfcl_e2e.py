@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.support.tracecard import RunningServer, running_tracecard
@@ -51,7 +52,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
 
 def play(server: RunningServer, entry: str, perturbation: str | None = None) -> dict[str, Any]:
     with TracecardClient(server.url) as client:
-        run = client._json("POST", "/api/runs", json={"suite": "bfcl-e2e", "task_id": entry})
+        created = httpx.post(
+            f"{server.url}/api/runs", json={"suite": "bfcl-e2e", "task_id": entry}, timeout=30
+        )
+        assert created.status_code == 201, created.text
+        run = created.json()
         handed = asyncio.run(replay(client, run["id"], entry, run["urls"]["bfcl"], perturbation))
         finished = client.finish_run(run["id"], final_answer="done")
     assert handed == list(range(len(SUITE.task(entry).turns or [None])))

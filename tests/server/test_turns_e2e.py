@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
@@ -69,6 +70,13 @@ RIGHT: list[list[Step]] = [
 LATE: list[list[Step]] = [RIGHT[0], RIGHT[2], []]  # turn 2's call made during turn 1
 
 
+def create_run(server: RunningServer) -> dict[str, Any]:
+    response = httpx.post(f"{server.url}/api/runs", json=TASK, timeout=30)
+    assert response.status_code == 201, response.text
+    run: dict[str, Any] = response.json()
+    return run
+
+
 def turn_model(steps: list[Step]) -> FunctionModel:
     """One turn's script: these tool calls, one per model response, then a short answer."""
 
@@ -92,7 +100,7 @@ async def play(server: RunningServer, script: list[list[Step]]) -> tuple[dict[st
     spans of the run."""
     client = TracecardClient(server.url)
     try:
-        run = await asyncio.to_thread(lambda: client._json("POST", "/api/runs", json=TASK))
+        run = await asyncio.to_thread(lambda: create_run(server))
         history: list[ModelMessage] = []
         handed: list[int] = []
         toolset = MCPToolset(run["urls"]["notes"], tool_error_behavior="failed")
@@ -108,7 +116,7 @@ async def play(server: RunningServer, script: list[list[Step]]) -> tuple[dict[st
         assert handed == [0, 1, 2]
         finished = await asyncio.to_thread(client.finish_run, run["id"], final_answer="ok")
         spans = await asyncio.to_thread(
-            lambda: client._json("GET", f"/api/runs/{run['id']}/spans")["spans"]
+            lambda: httpx.get(f"{server.url}/api/runs/{run['id']}/spans").json()["spans"]
         )
     finally:
         client.close()
@@ -178,7 +186,7 @@ async def test_a_call_one_turn_late_fails_the_turns_it_moved_between(
 
 def test_turns_of_a_finished_run_are_refused(server: RunningServer) -> None:
     with TracecardClient(server.url) as client:
-        run = client._json("POST", "/api/runs", json=TASK)
+        run = create_run(server)
         client.finish_run(run["id"], status="aborted")
         with pytest.raises(Exception, match="already ended"):
             client.next_turn(run["id"])
