@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,13 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.support.processes import ROOT, free_port
-from tests.support.tracecard import RunningServer, running_tracecard
-from tracecard.server.app import asgi_app
+from tests.support.processes import ROOT
+from tests.support.tracecard import RunningServer, bound_socket, port_of, running_tracecard
 from tracecard.server.settings import Settings
 
 TRACECARD = str(ROOT / ".venv" / "bin" / "tracecard")
@@ -37,31 +33,6 @@ def _settings(tmp: Path) -> Settings:
 def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     with running_tracecard(_settings(tmp_path_factory.mktemp("wrap"))) as running:
         yield running
-
-
-@contextlib.contextmanager
-def tracecard_on(port: int, settings: Settings) -> Iterator[str]:
-    """tracecard on a given port (the shim was told this address before the server was up)."""
-    settings = settings.model_copy(update={"port": port})
-    server = uvicorn.Server(
-        uvicorn.Config(
-            asgi_app(settings),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-            server_header=False,
-        )
-    )
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def wrapped(server: str, run_id: str | None, spool: Path) -> StdioServerParameters:
@@ -108,8 +79,8 @@ async def test_calls_pass_through_and_spans_arrive(
 async def test_spans_are_spooled_while_tracecard_is_down_and_delivered_after(
     tmp_path: Path,
 ) -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    sock = bound_socket()  # held, refusing connections, until tracecard starts on it
+    url = f"http://127.0.0.1:{port_of(sock)}"
     spool = tmp_path / "spool.jsonl"
     run_id = "wraprun00000001"
     async with Client(wrapped(url, run_id, spool), mode="legacy") as client:
@@ -122,7 +93,7 @@ async def test_spans_are_spooled_while_tracecard_is_down_and_delivered_after(
             await asyncio.sleep(0.1)
         assert spool.read_bytes(), "spans must be spooled while tracecard is unreachable"
         assert b"get_current_time" in spool.read_bytes()
-        with tracecard_on(port, _settings(tmp_path)) as live:
+        with running_tracecard(_settings(tmp_path), sock):
             result = await client.call_tool(
                 "convert_time",
                 {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Europe/Paris"},
@@ -137,7 +108,7 @@ async def test_spans_are_spooled_while_tracecard_is_down_and_delivered_after(
                 and not {"tools/call get_current_time", "tools/call convert_time"} <= names
             ):
                 await asyncio.sleep(0.3)
-                names = _all_span_names(live, tmp_path)
+                names = _all_span_names(tmp_path)
             assert {"tools/call get_current_time", "tools/call convert_time"} <= names
             # the shipper empties the spool after the server has answered, just after the commit
             deadline = time.monotonic() + 10
@@ -146,7 +117,7 @@ async def test_spans_are_spooled_while_tracecard_is_down_and_delivered_after(
             assert not spool.read_bytes(), "the spool is emptied once delivered"
 
 
-def _all_span_names(url: str, tmp_path: Path) -> set[str]:
+def _all_span_names(tmp_path: Path) -> set[str]:
     from tracecard.traces.store import Store
 
     store = Store(f"sqlite:///{tmp_path / 'tracecard.db'}")

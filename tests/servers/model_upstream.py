@@ -31,8 +31,7 @@ from openai.types.chat import chat_completion as occ
 from openai.types.chat import chat_completion_chunk as ock
 from pydantic import BaseModel
 
-from tests.support.processes import free_port
-from tests.support.tracecard import serving
+from tests.support.tracecard import bound_socket, port_of, serving
 
 CREATED = 1_767_225_600
 # The Chat Completions definition of the tool the scripts call (for clients that offer tools).
@@ -434,17 +433,12 @@ def make_app(upstream: ModelUpstream) -> Any:
 @contextlib.contextmanager
 def model_upstream() -> Iterator[ModelUpstream]:
     """Serve the scripted model on a free port (uvicorn in a thread) until the block ends."""
-    port = free_port()
-    upstream = ModelUpstream(url=f"http://127.0.0.1:{port}")
+    sock = bound_socket()
+    upstream = ModelUpstream(url=f"http://127.0.0.1:{port_of(sock)}")
     config = uvicorn.Config(
-        make_app(upstream),
-        host="127.0.0.1",
-        port=port,
-        log_level="critical",
-        access_log=False,
-        lifespan="off",
+        make_app(upstream), log_level="critical", access_log=False, lifespan="off"
     )
-    with serving(config, "the scripted model upstream"):
+    with serving(config, sock, "the scripted model upstream"):
         yield upstream
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -11,7 +12,6 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from tests.support.processes import free_port
 from tracecard.server.app import asgi_app
 from tracecard.server.runtime import Runtime
 from tracecard.server.serving import TracecardServer, server_options
@@ -25,11 +25,31 @@ class RunningServer:
     server: uvicorn.Server
 
 
+def bound_socket() -> socket.socket:
+    """A TCP socket bound to a free 127.0.0.1 port, not yet listening (connections are refused
+    until a server starts on it). The port is held from here on: unlike `free_port()`, which
+    binds, closes and hands the number over, nothing else can take it in between."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def port_of(sock: socket.socket) -> int:
+    return int(sock.getsockname()[1])
+
+
 @contextlib.contextmanager
-def serving(config: uvicorn.Config, what: str = "tracecard") -> Iterator[uvicorn.Server]:
-    """Serve `config` (a real uvicorn) in a thread until the block ends."""
+def serving(
+    config: uvicorn.Config, sock: socket.socket, what: str = "tracecard"
+) -> Iterator[uvicorn.Server]:
+    """Serve `config` (a real uvicorn) on the pre-bound `sock` in a thread until the block ends;
+    the one running-server helper every in-process test server goes through."""
+    config.host, config.port = "127.0.0.1", port_of(sock)
     server = TracecardServer(config)  # drains like `tracecard serve`
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
+    thread = threading.Thread(
+        target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True
+    )
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
@@ -41,22 +61,25 @@ def serving(config: uvicorn.Config, what: str = "tracecard") -> Iterator[uvicorn
     finally:
         server.should_exit = True
         thread.join(30)
+        sock.close()
 
 
 @contextlib.contextmanager
-def running_tracecard(settings: Settings) -> Iterator[RunningServer]:
-    """Serve `settings` on a free port until the block ends; shutdown flushes every span."""
-    port = free_port()
+def running_tracecard(
+    settings: Settings, sock: socket.socket | None = None
+) -> Iterator[RunningServer]:
+    """Serve `settings` on `sock` (default: a fresh pre-bound socket) until the block ends;
+    shutdown flushes every span."""
+    sock = sock or bound_socket()
+    port = port_of(sock)
     settings = settings.model_copy(update={"port": port, "host": "127.0.0.1"})
     config = uvicorn.Config(
         asgi_app(settings),
-        host="127.0.0.1",
-        port=port,
         loop="uvloop",
         log_level="warning",
         **server_options(settings),
     )
-    with serving(config) as server:
+    with serving(config, sock) as server:
         yield RunningServer(url=f"http://127.0.0.1:{port}", settings=settings, server=server)
 
 
