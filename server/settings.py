@@ -142,6 +142,7 @@ class Settings(BaseModel):
     upstream_timeout_s: float = 60.0
     max_body_bytes: int = 16 * 1024 * 1024
     otlp_max_spans: int = 20_000  # spans per OTLP request; more is refused with 413
+    max_experiment_runs: int = 10_000  # tasks x trials of one experiment; more is refused (422)
     sandbox_root: str = ".tracecard/sandboxes"
     sandbox_retention: int = 200  # sandboxes kept; older ones are removed
     upstreams: dict[str, UpstreamSettings] = Field(default_factory=dict)

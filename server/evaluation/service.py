@@ -101,6 +101,15 @@ def create_experiment(
         raise RunError(f"trials must be between 1 and 1000, not {trials}")
     suite, suite_row = find_suite(store, suite_ref)
     _check_upstreams(suite, settings, suite.tasks)
+    size = len(suite.tasks) * trials
+    if size > settings.max_experiment_runs:
+        raise RunError(
+            f"an experiment of suite {suite.name!r} with {len(suite.tasks)} tasks x {trials} "
+            f"trials is {size} runs, over the limit of {settings.max_experiment_runs}: use "
+            f"at most {max(settings.max_experiment_runs // len(suite.tasks), 0)} trials, split "
+            "the suite, or raise `max_experiment_runs` (TRACECARD_MAX_EXPERIMENT_RUNS)",
+            422,
+        )
     experiment = ExperimentRow(
         id=new_run_row(config={}).id,
         suite_name=suite.name,

@@ -146,3 +146,16 @@ def test_too_many_spans_is_413_that_says_what_to_change(server: RunningServer) -
     at_limit = [_span(f"s{i}", traceId=run["trace_id"]) for i in range(MAX_SPANS)]
     assert _post(server, _document(*at_limit), **{"tracecard-run": run["id"]}).status_code == 200
     assert sum(name.startswith("s") for name in _spans(server, run["id"])) == MAX_SPANS
+
+
+def test_healthz_reports_what_the_recorder_did(server: RunningServer) -> None:
+    run = _new_run(server)
+    finished = httpx.post(f"{server.url}/api/runs/{run['id']}/finish", json={}, timeout=30)
+    assert finished.status_code in (200, 201), finished.text
+    _spans(server, run["id"])  # reading a run's spans flushes the recorder
+    health = httpx.get(f"{server.url}/healthz").json()
+    assert health["status"] == "ok"
+    recording = health["recording"]
+    assert recording["spooled"] >= 1 and recording["stored"] == recording["spooled"]
+    assert recording["dropped"] == 0 and recording["lost"] == 0
+    assert {"repaired", "busy_retries", "recovered", "left_in_spool"} <= recording.keys()
