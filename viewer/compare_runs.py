@@ -1,4 +1,5 @@
-"""N trials of one task side by side: tool calls aligned, first divergence, argument diffs."""
+"""N trials of one task side by side: tool calls and model turns aligned, first divergence,
+argument diffs."""
 
 from __future__ import annotations
 
@@ -69,17 +70,44 @@ class RunsComparison:
     calls_beyond: list[int] = field(default_factory=list)  # per trial: calls not shown
 
 
+MODEL_STEP = "model"  # a model turn's row label: turns align with turns, calls with calls
+
+
 def _is_agent_call(span: dict[str, Any]) -> bool:
     attributes = span.get("attributes") or {}
+    if attributes.get(sc.ROLE) == sc.ROLE_VERIFIER:
+        return False
     return (
         attributes.get(sc.GEN_AI_TOOL_NAME) is not None
-        and attributes.get(sc.ROLE) != sc.ROLE_VERIFIER
+        or attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_CHAT
     )
 
 
+def _model_step(attributes: dict[str, Any]) -> tuple[Any, str]:
+    """A model turn as a step: what it asked for (its key), or that it answered."""
+    requested = parse_json_text(attributes.get(sc.LLM_TOOL_CALLS))
+    if isinstance(requested, list) and requested:
+        calls = [
+            {"tool": c.get("name"), "arguments": c.get("arguments")}
+            for c in requested
+            if isinstance(c, dict)
+        ]
+        return {"requested": calls}, canonical_arguments(calls)
+    output = parse_json_text(attributes.get(sc.GEN_AI_OUTPUT_MESSAGES))
+    texts = [
+        part.get("content")
+        for message in (output if isinstance(output, list) else [])
+        if isinstance(message, dict)
+        for part in message.get("parts") or []
+        if isinstance(part, dict) and part.get("type") in ("text", "refusal")
+    ]
+    answer = "".join(t for t in texts if isinstance(t, str))
+    return {"answer": answer[:500]}, "answer"  # answers align whatever their wording
+
+
 def agent_calls(spans: Sequence[dict[str, Any]], limit: int | None = None) -> list[Call]:
-    """The agent's tool calls (verifier probes left out) in start-time order (the first
-    `limit` of them when given)."""
+    """The agent's tool calls and model turns (verifier probes left out) in start-time order
+    (the first `limit` of them when given)."""
     calls: list[Call] = []
     for span in spans:
         if not _is_agent_call(span):
@@ -87,8 +115,13 @@ def agent_calls(spans: Sequence[dict[str, Any]], limit: int | None = None) -> li
         if limit is not None and len(calls) >= limit:
             break
         attributes = span["attributes"]
-        tool = attributes[sc.GEN_AI_TOOL_NAME]
-        arguments = parse_json_text(attributes.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
+        if attributes.get(sc.GEN_AI_TOOL_NAME) is None:  # a model turn
+            tool: Any = MODEL_STEP
+            arguments, identity = _model_step(attributes)
+        else:
+            tool = attributes[sc.GEN_AI_TOOL_NAME]
+            arguments = parse_json_text(attributes.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
+            identity = canonical_arguments(arguments)
         result = attributes.get(sc.GEN_AI_TOOL_CALL_RESULT)
         end = span.get("end_time_unix_nano")
         start = int(span.get("start_time_unix_nano") or 0)
@@ -97,7 +130,7 @@ def agent_calls(spans: Sequence[dict[str, Any]], limit: int | None = None) -> li
                 span_id=span["span_id"],
                 tool=str(tool),
                 arguments=arguments,
-                key=(str(tool), canonical_arguments(arguments)),
+                key=(str(tool), identity),
                 error=span_error(span),
                 result_preview=payload("result", result).preview if result is not None else "",
                 duration_ns=None if end is None else max(0, int(end) - start),

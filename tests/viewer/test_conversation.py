@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.scorers.test_model import ADD, agent_loop, model_span
-from tests.scorers.trace_helpers import root
+from tests.scorers.trace_helpers import root, tool_call
 from tracecard.viewer.conversation import annotate_lines, build_model_view, transcript
 from tracecard.viewer.trace_view import build_trace
 
@@ -49,3 +49,27 @@ def test_model_rows_get_tokens_and_tool_rows_their_requester() -> None:
     assert by_id[spans[2]["span_id"]].requested_by == spans[1]["span_id"]
     assert build_model_view([root(), *spans[2:3]]) is None  # no model span: no model view
     assert ADD["name"] == "add"
+
+
+def test_trials_comparison_aligns_model_turns_with_model_turns() -> None:
+    from tracecard.traces.models import RunRow
+    from tracecard.viewer.compare_runs import MODEL_STEP, compare_runs
+
+    same = agent_loop()
+    # trial 2 asked for other arguments first, then retried: the turns still line up as turns
+    other = [
+        root(),
+        model_span(calls=[{**ADD, "arguments": {"a": 1, "b": 1}}], start_ms=100),
+        tool_call("add", {"a": 1, "b": 1}, start_ms=200),
+        model_span(text="It is 2.", results=["c1"], start_ms=300),
+    ]
+    runs = [
+        RunRow(id=f"{n:016x}", task_id="t", trial=n, trace_id=f"{n:032x}", root_span_id="a" * 16)
+        for n in (1, 2)
+    ]
+    view = compare_runs(runs, {runs[0].id: same, runs[1].id: other}, {})
+    steps = [[cell.tool if cell else None for cell in row.cells] for row in view.rows]
+    assert steps == [[MODEL_STEP, MODEL_STEP], ["add", "add"], [MODEL_STEP, MODEL_STEP]]
+    assert view.first_divergence == 0  # the first model turn already asked for other arguments
+    answers = [cell.arguments for cell in view.rows[2].cells if cell]
+    assert answers == [{"answer": "It is 42."}, {"answer": "It is 2."}]
