@@ -98,8 +98,12 @@ class TaskCard(_Model):
         return next((c for c in self.components if c.component == name), None)
 
 
+MIN_INTERVAL_TASKS = 2  # fewer tasks: `low`/`high` are null ("not available"), never a point
+
+
 class ComponentSummary(_Model):
-    """Mean over tasks (of per-task mean values) with a bootstrap interval."""
+    """Mean over tasks (of per-task mean values) with a bootstrap interval (`low`, `high`:
+    null when fewer than `MIN_INTERVAL_TASKS` tasks were evaluated)."""
 
     component: str
     mean: float | None
@@ -233,6 +237,8 @@ def build_scorecard(
         means = [s.mean_value for s in stats if s.mean_value is not None]
         rates = [s.pass_rate for s in stats if s.pass_rate is not None]
         interval = bootstrap_mean(means, resamples=resamples, seed=seed)
+        # one task gives a zero-width "interval" that looks certain: below 2 it is not available
+        spread = interval is not None and interval.n >= MIN_INTERVAL_TASKS
         passes = [
             [sc.passed for sc in by_task[t.task_id][name] if sc.passed is not None] for t in tasks
         ]
@@ -240,8 +246,8 @@ def build_scorecard(
             ComponentSummary(
                 component=name,
                 mean=interval.mean if interval else None,
-                low=interval.low if interval else None,
-                high=interval.high if interval else None,
+                low=interval.low if interval and spread else None,
+                high=interval.high if interval and spread else None,
                 n_tasks=len(means),
                 pass_rate=sum(rates) / len(rates) if rates else None,
                 flip_rate=flip_rate([[bool(p) for p in row] for row in passes]),

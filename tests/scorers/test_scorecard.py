@@ -192,3 +192,13 @@ def test_null_scores_are_marked_not_evaluated() -> None:
     assert "| read-notes | not evaluated | 1/1 (1.00) |" in to_markdown(card)
     case = ET.fromstring(to_junit(card)).find("testsuite/testcase")
     assert case is not None and case.findtext("system-out") == "not evaluated: outcome"
+
+
+def test_one_task_has_no_interval_not_a_zero_width_one() -> None:
+    runs = [run("read-notes", t, p) for t, p in enumerate([True, False, True])]
+    card = build_scorecard(SUITE, {"id": "e", "config": {}}, runs, resamples=50)
+    outcome = card.summary("outcome")
+    assert outcome is not None and outcome.n_tasks == 1
+    assert outcome.mean == pytest.approx(2 / 3)
+    assert (outcome.low, outcome.high) == (None, None)  # "not available", never [0.67, 0.67]
+    assert "[0.67, 0.67]" not in to_markdown(card)

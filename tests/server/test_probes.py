@@ -188,3 +188,31 @@ async def test_task_without_outcome_runs_nothing(exporter: InMemorySpanExporter)
     ).tasks[0]
     assert await run_probes(task, make_ctx(exporter, None)) == []
     assert exporter.get_finished_spans() == ()
+
+
+async def test_an_unknown_tool_or_a_5xx_is_a_probe_error_never_a_score(
+    exporter: InMemorySpanExporter, sandbox: Path
+) -> None:
+    async def unknown(upstream: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        # what MCP servers answer for a tool they do not have
+        return {"content": [{"type": "text", "text": f"Unknown tool: {tool}"}], "isError": True}
+
+    def unavailable(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, text="maintenance")
+
+    ctx = make_ctx(
+        exporter,
+        sandbox,
+        call_tool=unknown,
+        http=httpx.AsyncClient(transport=httpx.MockTransport(unavailable)),
+    )
+    task = parse_suite(SUITE, "toml").tasks[0]
+    outcomes = {o.probe_id: o for o in await run_probes(task, ctx)}
+    assert outcomes["rows"].error == "tool 'count_rows' on 'db' failed: Unknown tool: count_rows"
+    assert outcomes["api"].error == "HTTP 503 from POST http://api.test/items"
+    rows = next(s for s in stored(exporter) if s["attributes"][sc.PROBE_ID] == "rows")
+    assert rows["attributes"][sc.ERROR_TYPE] == sc.ERR_TOOL
+    score = score_outcome(task, stored(exporter), RunFacts("finished"))
+    assert (score.value, score.passed) == (None, None)
+    assert "Unknown tool: count_rows" in score.evidence["reason"]
+    assert "HTTP 503" in score.evidence["reason"]
