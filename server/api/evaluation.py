@@ -24,6 +24,7 @@ from tracecard.server.evaluation.service import (
     scorecard_for,
     store_suite,
 )
+from tracecard.server.evaluation.tool_lists import check_suite_tools
 from tracecard.server.evaluation.turns import next_turn
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunError, get_run, model_kinds, run_urls, run_view
@@ -73,6 +74,20 @@ async def _thread(fn: Any, *args: Any) -> Any:
         raise HTTPException(status_code=exc.status_code, detail=str(exc)) from exc
 
 
+async def _check_tools(runtime: Any, suite_ref: str) -> list[str]:
+    """Every tool the suite names must be on its servers' `tools/list` (422 with each unknown
+    tool and a did-you-mean); servers that cannot be asked come back as warnings."""
+    suite, _ = await _thread(find_suite, runtime.store, suite_ref)
+    findings, _ = await check_suite_tools(runtime.settings, suite, f"suite {suite.name!r}")
+    errors = [f.message for f in findings if f.level == "error"]
+    if errors:
+        raise HTTPException(
+            status_code=422,
+            detail="\n".join(errors) + "\nfix the tool names in the suite (no run was created)",
+        )
+    return [f.message for f in findings if f.level == "warning"]
+
+
 class SuiteController(Controller):
     path = "/api/suites"
     tags = ["suites"]
@@ -98,6 +113,7 @@ class ExperimentController(Controller):
     @post("/", status_code=201, summary="Create config x suite x k trials; returns every run")
     async def create(self, state: State, data: ExperimentCreate) -> dict[str, Any]:
         runtime = runtime_of(state)
+        warnings = await _check_tools(runtime, data.suite)  # before any run exists
         experiment, runs = await _thread(
             lambda: create_experiment(
                 runtime.store, runtime.settings, data.suite, data.config, data.trials
@@ -114,6 +130,7 @@ class ExperimentController(Controller):
             "suite_version": experiment.suite_version,
             "config": {"name": experiment.config_name, **experiment.config},
             "trials": experiment.trials,
+            "warnings": warnings,
             "runs": [
                 {
                     "id": run.id,

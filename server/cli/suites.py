@@ -50,6 +50,22 @@ def _store(args: argparse.Namespace) -> contextlib.AbstractContextManager[Store]
     return existing_store(settings_from_args(args, db=getattr(args, "db", None)))
 
 
+def _tools_ok(args: argparse.Namespace, suite: Any, path: str) -> bool:
+    """With `--settings`: every tool the suite names is on its servers' tools/list."""
+    if args.settings is None:
+        return True
+    import asyncio
+
+    from tracecard.server.evaluation.tool_lists import check_suite_tools
+
+    args.config = args.settings or getattr(args, "config", None)
+    settings = settings_from_args(args)
+    findings, _ = asyncio.run(check_suite_tools(settings, suite, path))
+    for finding in findings:
+        print(f"{finding.level}: {finding.message}", file=sys.stderr)
+    return not any(f.level == "error" for f in findings)
+
+
 def _suite_check(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.files:
@@ -57,6 +73,9 @@ def _suite_check(args: argparse.Namespace) -> int:
             suite = load_suite(path)
         except SuiteError as exc:
             print(str(exc), file=sys.stderr)
+            failed += 1
+            continue
+        if not _tools_ok(args, suite, path):
             failed += 1
             continue
         print(
@@ -240,6 +259,14 @@ def register(sub: Any) -> None:
     suite_sub = suite.add_subparsers(dest="suite_command", metavar="SUITE_COMMAND")
     check = suite_sub.add_parser("check", help="validate suite files (TOML or JSON)")
     check.add_argument("files", nargs="+", help="suite files")
+    check.add_argument(
+        "--settings",
+        nargs="?",
+        const="",
+        metavar="TRACECARD_TOML",
+        help="also check every tool name against the servers' tools/list "
+        "(stdio servers are started; default: ./tracecard.toml or a parent's)",
+    )
     check.set_defaults(handler=_suite_check)
 
     score = sub.add_parser("score", help="rescore an experiment's stored traces")
