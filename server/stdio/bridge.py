@@ -357,6 +357,11 @@ class StdioBridge:
         adhoc_key = None if run is not None else f"mcp-session:{upstream}:{session_id}"
         run = run or self.runtime.runs.adhoc(str(adhoc_key))
         exchange = self._exchange(upstream, run, headers, session_id)
+        slot = self.pool.slot(upstream, run)
+        params = message.get("params")
+        capabilities = params.get("capabilities") if isinstance(params, dict) else None
+        if isinstance(capabilities, dict) and (slot.process is None or not slot.process.alive):
+            slot.client_capabilities = capabilities  # the process to start declares the agent's
         try:
             process = await self._process(upstream, exchange)
         except UpstreamError as exc:

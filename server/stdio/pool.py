@@ -59,6 +59,9 @@ class Slot:
     last_exchange: Exchange | None = None
     last_error: str | None = None  # why the last start failed (None after a good start)
     restart_task: asyncio.Task[None] | None = None
+    # the capabilities the process declares in its handshake: those of the agent whose
+    # `initialize` started it (the bridge relays sampling, elicitation, roots to that agent)
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
 
 
 class StdioUpstreams:
@@ -161,6 +164,7 @@ class StdioUpstreams:
             on_exit=lambda p: self._exited(slot, p),
             inject_traceparent=self.runtime.settings.recording.inject_traceparent,
             listeners=slot.listeners,
+            client_capabilities=slot.client_capabilities,
         )
         try:
             await process.start(exchange, self.timeout(slot.name))

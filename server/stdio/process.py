@@ -52,6 +52,7 @@ class StdioProcess:
     on_exit: Callable[[StdioProcess], None] | None = None
     inject_traceparent: bool = True
     initialize_result: dict[str, Any] = field(default_factory=dict)
+    client_capabilities: dict[str, Any] = field(default_factory=dict)  # sent in the handshake
     started_ns: int = 0
     exit_code: int | None = None
     stopping: bool = False
@@ -115,7 +116,7 @@ class StdioProcess:
             "method": "initialize",
             "params": {
                 "protocolVersion": HANDSHAKE_VERSION,
-                "capabilities": {},
+                "capabilities": self.client_capabilities,
                 "clientInfo": {"name": "tracecard", "version": __version__},
             },
         }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import secrets
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,6 +20,8 @@ class SseStream:
     def __init__(self, send: Send, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
         self._send = send
         self._headers = list(headers)
+        self._ids = itertools.count(1)
+        self._id_prefix = secrets.token_hex(6)  # event ids unique across streams
         self._lock = asyncio.Lock()
         self.started = False
         self.closed = False
@@ -52,7 +56,8 @@ class SseStream:
             return True
 
     async def event(self, message: Any) -> bool:
-        return await self.write(sse_frame(json_bytes(message)))
+        event_id = f"{self._id_prefix}-{next(self._ids)}"
+        return await self.write(sse_frame(json_bytes(message), event_id))
 
     async def close(self) -> None:
         async with self._lock:

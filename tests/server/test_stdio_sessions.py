@@ -7,6 +7,8 @@ official `mcp` client.
 from __future__ import annotations
 
 import contextlib
+import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +24,7 @@ from tracecard.server.stdio import StdioBridge
 from tracecard.traces.models import SpanRow
 
 VENV_BIN = ROOT / ".venv" / "bin"
+SDK_SERVER = ROOT / "tests" / "servers" / "tool_server.py"
 NODE_BIN = ROOT / "node_modules" / ".bin"
 INIT = {
     "jsonrpc": "2.0",
@@ -44,6 +47,7 @@ def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServe
     (fixture / "hello.txt").write_text("hello\n")
     upstreams: dict[str, Any] = {
         "time": {"command": [str(VENV_BIN / "mcp-server-time"), "--local-timezone", "UTC"]},
+        "sdk": {"command": [sys.executable, str(SDK_SERVER), "stdio"], "per_run": True},
         "files": {
             "command": [str(NODE_BIN / "mcp-server-filesystem"), "{sandbox}"],
             "per_run": True,
@@ -124,3 +128,31 @@ async def test_a_session_initialize_lands_in_that_session_run(tracecard: Running
         methods = [s.attributes["mcp.method.name"] for s in spans if s.run_id == run_id]
         assert methods.count("initialize") == 1, methods
         assert methods.count("notifications/initialized") == 1, methods
+
+
+def test_the_agent_capabilities_reach_the_server_and_events_carry_ids(
+    tracecard: RunningServer,
+) -> None:
+    """The process's handshake declares the agent's capabilities (sampling, elicitation...),
+    the agent gets the server's real ones, and SSE events have ids."""
+    run = httpx.post(f"{tracecard.url}/api/runs", json={}, timeout=30).json()
+    url = run["urls"]["sdk"]
+    declared = {"sampling": {}, "elicitation": {"form": {}}, "roots": {"listChanged": True}}
+    hello = {**INIT, "params": {**INIT["params"], "capabilities": declared}}  # type: ignore[dict-item]
+    answer = httpx.post(url, json=hello, headers=ACCEPT, timeout=60)
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert (
+        result["serverInfo"]["name"] == "tracecard-test-tools" and "tools" in result["capabilities"]
+    )
+    session = {"mcp-session-id": answer.headers["mcp-session-id"], **ACCEPT}
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
+    call["params"] = {"name": "client_capabilities", "arguments": {}}  # type: ignore[assignment]
+    streamed = httpx.post(url, json=call, headers=session, timeout=60)
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    lines = streamed.text.splitlines()
+    assert any(line.startswith("id: ") for line in lines), streamed.text
+    data = next(line.removeprefix("data: ") for line in lines if line.startswith("data: "))
+    seen = json.loads(json.loads(data)["result"]["content"][0]["text"])
+    assert seen["sampling"] == {} and seen["elicitation"] == {"form": {}}
+    assert seen["roots"] == {"listChanged": True}

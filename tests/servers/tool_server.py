@@ -104,6 +104,15 @@ def account() -> dict[str, str]:
     return {"user": ACCOUNT.get("user", ""), "password": "hunter2-" + ACCOUNT.get("user", "")}
 
 
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def client_capabilities(ctx: Context) -> str:
+    """The capabilities the client declared in its `initialize` (as JSON)."""
+    params = ctx.session.client_params
+    capabilities = params.capabilities if params is not None else None
+    declared = capabilities.model_dump(by_alias=True, exclude_none=True) if capabilities else None
+    return json.dumps(declared)
+
+
 def main() -> None:
     if sys.argv[1] == "stdio":
         server.run("stdio")
