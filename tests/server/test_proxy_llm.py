@@ -379,3 +379,24 @@ def test_an_unreachable_model_is_a_502_and_a_span(tracecard: RunningServer) -> N
     span = only_span(tracecard.url, run["id"])
     assert span["attributes"]["error.type"] == "upstream_unavailable"
     assert span["name"] == "chat m" and span["status"]["code"] == 2
+
+
+def test_with_an_api_token_the_model_key_and_the_token_travel_apart(
+    model: ModelUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    upstreams = {"openai": {"url": f"{model.url}/v1", "kind": "openai"}}
+    folder = tmp_path_factory.mktemp("llm-token")
+    with tracecard_for(upstreams, folder, api_token="tc-secret") as running:
+        base = f"{running.url}/llm/openai"
+        token = {"Tracecard-Token": "tc-secret"}
+        client = openai.OpenAI(base_url=base, api_key="sk-model", default_headers=token)
+        client.chat.completions.create(model="script-text", messages=USER)  # type: ignore[arg-type]
+        sent = model.received[-1]["headers"]
+        assert sent["authorization"] == "Bearer sk-model" and "tracecard-token" not in sent
+        # a local model that needs no key: the tracecard token as the bearer is not forwarded
+        keyless = openai.OpenAI(base_url=base, api_key="tc-secret", max_retries=0)
+        keyless.chat.completions.create(model="script-text", messages=USER)  # type: ignore[arg-type]
+        assert "authorization" not in model.received[-1]["headers"]
+        refused = openai.OpenAI(base_url=base, api_key="sk-model", max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            refused.chat.completions.create(model="script-text", messages=USER)  # type: ignore[arg-type]
