@@ -116,6 +116,9 @@ class RecordingSettings(BaseModel):
         return patterns
 
     inject_traceparent: bool = True  # add `traceparent` to params._meta where absent
+    # model spans' content attributes (messages, system instructions, tool definitions): opt-in
+    # in the GenAI conventions, on in tracecard; the requested tool calls are kept either way
+    model_content: bool = True
     otlp_endpoint: str | None = None  # also send every span to this OTLP/HTTP collector
     otlp_headers: dict[str, str] = Field(default_factory=dict)
     batch_max_queue: int = 65536

@@ -78,6 +78,8 @@ def _request_attributes(
     ):
         if value is not None:
             attributes[key] = value
+    if not recorder.settings.model_content:
+        return request.model, False
     if exchange.api is None:
         truncated = _json(recorder, parsed, attributes, semconv.REQUEST_BODY)
         return request.model, truncated
@@ -137,8 +139,9 @@ def _output_attributes(
         attributes[semconv.LLM_STREAM_COMPLETE] = output.complete
     truncated = False
     if output.choices:
-        messages = output.messages()
-        truncated |= _json(recorder, messages, attributes, semconv.GEN_AI_OUTPUT_MESSAGES)
+        if recorder.settings.model_content:
+            messages = output.messages()
+            truncated |= _json(recorder, messages, attributes, semconv.GEN_AI_OUTPUT_MESSAGES)
         calls = output.tool_calls()
         if calls:
             truncated |= _json(recorder, calls, attributes, semconv.LLM_TOOL_CALLS)
