@@ -118,7 +118,8 @@ class Policy:
         if settings.public_url:
             configured.add(host_name(urlsplit(settings.public_url).netloc))
             extra_origins.add(_origin_of(settings.public_url))
-        checked = "*" not in configured and (settings.host in LOOPBACK or bool(configured))
+        named = bool(settings.allowed_hosts)  # beyond loopback, only names a person gave
+        checked = "*" not in configured and (settings.host in LOOPBACK or named)
         hosts = frozenset(LOOPBACK_NAMES | configured) if checked else None
         token = settings.api_token.encode() if settings.api_token else None
         return cls(hosts, frozenset(extra_origins), token)

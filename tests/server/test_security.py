@@ -125,6 +125,8 @@ def test_host_check_off_beyond_loopback_unless_names_are_configured() -> None:
     assert call(anywhere, "GET", "/api/runs", host="10.0.0.5:7800", tracecard_token=TOKEN)[0] == 200
     named, _ = guard(host="0.0.0.0", api_token=TOKEN, allowed_hosts=["tc.lan"])
     assert call(named, "GET", "/api/runs", host="10.0.0.5", tracecard_token=TOKEN)[0] == 403
+    public, _ = guard(host="0.0.0.0", api_token=TOKEN, public_url="https://tc.example")
+    assert call(public, "GET", "/api/runs", host="10.0.0.5", tracecard_token=TOKEN)[0] == 200
     off, _ = guard(allowed_hosts=["*"])
     assert call(off, "GET", "/api/runs", host="anything.example")[0] == 200
 
