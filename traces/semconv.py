@@ -60,6 +60,8 @@ URL_FULL: Final = "url.full"
 # --- tracecard's own ---------------------------------------------------------------------------
 RUN_ID: Final = "tracecard.run.id"
 UPSTREAM: Final = "tracecard.upstream"
+# bool, on the initialize span of a spawned stdio server: it lasts from spawn to the answer
+UPSTREAM_STARTUP: Final = "tracecard.upstream.startup"
 ROLE: Final = "tracecard.role"  # ROLE_AGENT | ROLE_VERIFIER
 ROLE_AGENT: Final = "agent"
 ROLE_VERIFIER: Final = "verifier"

@@ -88,6 +88,7 @@ class StdioProcess:
     async def start(self, exchange: Exchange, timeout: float) -> None:
         """Spawn the command and perform the `initialize` handshake (recorded under `exchange`)."""
         self._exchange = exchange
+        spawned_ns = time.time_ns()
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *self.command,
@@ -120,8 +121,11 @@ class StdioProcess:
                 "clientInfo": {"name": "tracecard", "version": __version__},
             },
         }
+        # The handshake's span starts at the spawn: its duration is the server's start-up time.
+        pending = self.recorder.start(handshake, exchange, start_ns=spawned_ns)
+        pending.span.set_attribute(semconv.UPSTREAM_STARTUP, True)
         try:
-            response = await self.call(handshake, exchange, timeout)
+            response = await self.call(handshake, exchange, timeout, pending=pending)
         except UpstreamError:
             await self.stop()
             raise
