@@ -61,6 +61,7 @@ def _shell(folder: Path, command: str, activated: bool) -> subprocess.CompletedP
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(400)  # three demo-sized steps; a loaded 2-core machine needs the room
 def test_the_quickstart_as_written(tmp_path: Path) -> None:
     stamp = ROOT / ".venv" / ".tracecard-installed"
     if not stamp.is_file() or (ROOT / "pyproject.toml").stat().st_mtime > stamp.stat().st_mtime:
