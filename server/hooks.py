@@ -33,6 +33,8 @@ RootEvents = Callable[["RunRow", dict[str, Any]], "list[Event]"]
 RunScores = Callable[["Runtime", "RunRow"], Awaitable[dict[str, Any]]]
 # A per-run upstream's `{task.NAME}`: the params of the run's task (empty: none).
 TaskParams = Callable[["Runtime", str], Awaitable[dict[str, str]]]
+# A per-run sandbox: the run's task's `fixture` (copied over the upstream's), or None.
+TaskFixture = Callable[["Runtime", str], Awaitable[str | None]]
 # Enforce mode, on the proxy's hot path (memory only): a decision to block a call, or None.
 Enforcer = Callable[
     ["RunInfo", str, str, "dict[str, Any] | None", "dict[str, Any] | None"],
@@ -51,3 +53,4 @@ class Hooks:
     run_scores: RunScores | None = None
     enforce: Enforcer | None = None
     task_params: TaskParams | None = None
+    task_fixture: TaskFixture | None = None

@@ -19,6 +19,7 @@ from tracecard.server.evaluation.hooks import (
     probe_and_score,
     resolve_run_create,
     root_events,
+    task_fixture,
     task_params,
 )
 from tracecard.server.evaluation.turns import close_turns
@@ -53,6 +54,7 @@ def install(runtime: Runtime) -> None:
     runtime.hooks.run_scores = _run_scores
     runtime.hooks.enforce = make_enforcer(runtime)
     runtime.hooks.task_params = task_params
+    runtime.hooks.task_fixture = task_fixture
 
 
 HANDLERS: Sequence[ControllerRouterHandler] = (

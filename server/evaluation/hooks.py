@@ -79,13 +79,24 @@ async def resolve_run_create(runtime: Runtime, body: RunCreate) -> RunRow:
     return row
 
 
-async def task_params(runtime: Runtime, run_id: str) -> dict[str, str]:
-    """The params of a run's task, for a per-run upstream's `{task.NAME}`."""
+async def _task_of_run(runtime: Runtime, run_id: str) -> Task | None:
     task = tasks_of(runtime).get(run_id)
     if task is None:
         run = await anyio.to_thread.run_sync(runtime.store.get_run, run_id)
         task = await anyio.to_thread.run_sync(task_of, runtime.store, run) if run else None
+    return task
+
+
+async def task_params(runtime: Runtime, run_id: str) -> dict[str, str]:
+    """The params of a run's task, for a per-run upstream's `{task.NAME}`."""
+    task = await _task_of_run(runtime, run_id)
     return dict(task.params) if task is not None else {}
+
+
+async def task_fixture(runtime: Runtime, run_id: str) -> str | None:
+    """The `fixture` of a run's task, copied into the run's sandbox over the upstream's."""
+    task = await _task_of_run(runtime, run_id)
+    return task.fixture if task is not None else None
 
 
 def make_enforcer(runtime: Runtime) -> Enforcer:

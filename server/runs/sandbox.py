@@ -34,8 +34,10 @@ def create_sandbox(
     upstream: str,
     fixture: str | None,
     keep: Collection[str] = (),
+    task_fixture: str | None = None,
 ) -> Path:
-    """Copy `fixture` (or nothing) into a fresh sandbox for the run; prune old sandboxes."""
+    """Copy `fixture` (or nothing) into a fresh sandbox for the run, then the task's own fixture
+    over it (its files win); prune old sandboxes."""
     root = sandbox_root(settings)
     path = root / f"{run_id}-{upstream}"
     markers = root / _MARKERS
@@ -49,6 +51,15 @@ def create_sandbox(
         shutil.copytree(source, path, symlinks=True)
     else:
         path.mkdir(parents=True)
+    if task_fixture is not None:
+        source = settings.resolve_path(task_fixture)
+        if not source.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+            raise ConfigError(
+                f"the task's fixture {str(source)!r} is not a directory (a task's `fixture` is "
+                "resolved from the folder of tracecard.toml)"
+            )
+        shutil.copytree(source, path, symlinks=True, dirs_exist_ok=True)
     (markers / path.name).touch()
     prune(settings, keep={path.name, *keep})
     return path

@@ -123,8 +123,12 @@ class StdioUpstreams:
         settings = self.runtime.settings
         owner = slot.run.id if slot.run is not None else "shared"
         active = {f"{run_id}-{name}" for name, run_id in self.per_run}
+        lookup = self.runtime.hooks.task_fixture
+        task_fixture = await lookup(self.runtime, slot.run.id) if lookup and slot.run else None
         path = await anyio.to_thread.run_sync(
-            lambda: create_sandbox(settings, owner, slot.name, upstream.fixture, active)
+            lambda: create_sandbox(
+                settings, owner, slot.name, upstream.fixture, active, task_fixture
+            )
         )
         run = slot.run
         if run is not None and run.sandbox is None:
