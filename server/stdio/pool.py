@@ -36,6 +36,7 @@ from tracecard.server.stdio.messages import (
     UpstreamError,
 )
 from tracecard.server.stdio.process import StdioProcess
+from tracecard.server.stdio.reaper import Reaper
 from tracecard.traces import semconv
 from tracecard.traces.models import RunRow
 
@@ -62,6 +63,7 @@ class Slot:
     # the capabilities the process declares in its handshake: those of the agent whose
     # `initialize` started it (the bridge relays sampling, elicitation, roots to that agent)
     client_capabilities: dict[str, Any] = field(default_factory=dict)
+    last_used: float = 0.0  # monotonic time of the last call (the reaper stops idle ones)
 
 
 class StdioUpstreams:
@@ -73,6 +75,7 @@ class StdioUpstreams:
         self.shared: dict[str, Slot] = {}
         self.per_run: dict[tuple[str, str], Slot] = {}
         self.closed = False
+        self.reaper = Reaper(self)
 
     def upstream(self, name: str) -> UpstreamSettings:
         upstream = self.runtime.settings.upstreams[name]
@@ -99,6 +102,7 @@ class StdioUpstreams:
         """The running process for this exchange's run, started (handshake done) if needed."""
         slot = self.slot(name, exchange.run)
         slot.last_exchange = exchange
+        slot.last_used = time.monotonic()
         process = slot.process
         if process is not None and process.alive:
             return process
@@ -180,6 +184,8 @@ class StdioUpstreams:
             raise
         slot.process = process
         slot.last_error = None
+        if slot.run is not None:
+            self.reaper.started(slot)
         log.info("upstream %s started (pid %s): %s", slot.name, process.pid, " ".join(command))
         return process
 
@@ -249,6 +255,7 @@ class StdioUpstreams:
     async def close(self) -> None:
         """Stop every process (on shutdown)."""
         self.closed = True
+        await self.reaper.close()
         slots = [*self.shared.values(), *self.per_run.values()]
         for slot in slots:
             if slot.restart_task is not None:

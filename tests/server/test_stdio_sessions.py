@@ -6,9 +6,11 @@ official `mcp` client.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -156,3 +158,46 @@ def test_the_agent_capabilities_reach_the_server_and_events_carry_ids(
     seen = json.loads(json.loads(data)["result"]["content"][0]["text"])
     assert seen["sampling"] == {} and seen["elicitation"] == {"form": {}}
     assert seen["roots"] == {"listChanged": True}
+
+
+def _adhoc_run_of(bridge: StdioBridge, session: str) -> str:
+    found = bridge.sessions.get(session)
+    assert found is not None
+    return found.run.id
+
+
+def test_ad_hoc_per_run_processes_are_capped(tracecard: RunningServer) -> None:
+    """Clients that never finish a run cannot pile up processes: past the cap the LRU goes."""
+    with _bridge_with_capacity(tracecard, 10_000) as bridge:
+        reaper = bridge.pool.reaper
+        saved, reaper.adhoc_max = reaper.adhoc_max, 2
+        try:
+            runs = [_adhoc_run_of(bridge, _open_session(tracecard, "files")) for _ in range(3)]
+        finally:
+            reaper.adhoc_max = saved
+        running = {key[1] for key, slot in bridge.pool.per_run.items() if slot.process}
+        assert runs[0] not in running and {runs[1], runs[2]} <= running
+
+
+def test_a_run_finished_elsewhere_stops_its_per_run_process(tracecard: RunningServer) -> None:
+    """Another replica finished the run (the database says so): this one stops its process."""
+    bridge = runtime_of(tracecard).stdio
+    assert bridge is not None
+    run = httpx.post(f"{tracecard.url}/api/runs", json={}, timeout=30).json()
+    answer = httpx.post(run["urls"]["files"], json=INIT, headers=ACCEPT, timeout=60)
+    assert answer.status_code == 200
+    process = bridge.pool.per_run[("files", run["id"])].process
+    assert process is not None and process.alive
+    runtime_of(tracecard).store.update_run(run["id"], status="finished")  # as a replica would
+    reaper = bridge.pool.reaper
+    assert reaper._task is not None
+    saved, reaper.check_idle_s = reaper.check_idle_s, 0.0
+    try:
+        asyncio.run_coroutine_threadsafe(reaper.sweep(), reaper._task.get_loop()).result(30)
+    finally:
+        reaper.check_idle_s = saved
+    assert ("files", run["id"]) not in bridge.pool.per_run
+    deadline = time.monotonic() + 30  # the stop runs on the server's loop
+    while process.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not process.alive
