@@ -90,8 +90,11 @@ def _multi_turn_task(entry: dict[str, Any], ground_truth: list[list[str]]) -> di
     }
 
 
-def _dict_values(allowed: dict[str, list[Any]]) -> list[dict[str, Any]] | None:
+def _dict_values(raw: dict[str, Any]) -> list[dict[str, Any]] | None:
     # A nested possible answer ({key: [allowed values]}) as the objects it allows.
+    allowed = {k: v if isinstance(v, list) else [v] for k, v in raw.items()}
+    if any(isinstance(v, dict) for values in allowed.values() for v in values):
+        return None  # deeper nesting: not expanded (the argument is only required present)
     keys = list(allowed)
     choices = [[v for v in allowed[k] if v != ""] or [None] for k in keys]
     optional = [("" in allowed[k]) for k in keys]

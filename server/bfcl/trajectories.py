@@ -25,8 +25,8 @@ PERTURBATIONS = (
 )
 
 
-def _first_allowed(allowed: list[Any]) -> tuple[bool, Any]:
-    for value in allowed:
+def _first_allowed(allowed: Any) -> tuple[bool, Any]:
+    for value in allowed if isinstance(allowed, list) else [allowed]:
         if value == "":
             continue
         if isinstance(value, dict):

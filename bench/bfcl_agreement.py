@@ -1,0 +1,108 @@
+"""Agreement of tracecard's verdicts with BFCL's own checkers, on ground-truth replays and
+perturbations of every supported category.
+
+    .venv/bin/python bench/bfcl_agreement.py [--per-category 8] [--seeds 1] [--json out.json]
+
+For each selected entry: its ground truth and each perturbation that applies (dropped call,
+changed argument, reordered, duplicated, a call a turn late, a call in a turn that needs none, a
+wrong function), judged by BFCL (its AST checker, its multi-turn checker with the state and
+response checks, and its multi-turn irrelevance checker) and by tracecard (the scorers on the
+trace the proxy records; `tracecard.server.bfcl.agreement`). Prints the table for
+docs/benchmarks/bfcl.md and every disagreement. Bounded: about a minute for the default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tracecard.server.bfcl.agreement import (  # noqa: E402
+    bfcl_verdict,
+    simulated_spans,
+    tracecard_verdict,
+)
+from tracecard.server.bfcl.env import MULTI_TURN, SINGLE_TURN  # noqa: E402
+from tracecard.server.bfcl.importer import import_suite  # noqa: E402
+from tracecard.server.bfcl.trajectories import PERTURBATIONS, ground_truth, perturb  # noqa: E402
+
+
+def measure(per_category: int, seeds: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    suite = import_suite(list(MULTI_TURN + SINGLE_TURN), limit=per_category, name="bfcl-agree")
+    rows: list[dict[str, Any]] = []
+    for task in suite.tasks:
+        truth = ground_truth(task.id)
+        cases: list[tuple[str, int, Any]] = [("ground_truth", 0, truth)]
+        cases += [
+            (k, s, perturb(task.id, truth, k, s)) for k in PERTURBATIONS for s in range(seeds)
+        ]
+        for kind, seed, trajectory in cases:
+            if trajectory is None:
+                continue
+            ours, components = tracecard_verdict(task, simulated_spans(task, task.id, trajectory))
+            theirs = bfcl_verdict(task.id, trajectory)
+            rows.append(
+                {
+                    "entry": task.id,
+                    "category": task.metadata["bfcl_category"],
+                    "kind": kind,
+                    "seed": seed,
+                    "tracecard": ours,
+                    "bfcl": theirs.valid,
+                    "bfcl_runner": theirs.runner_valid,
+                    "bfcl_error": theirs.error,
+                    "components": components,
+                }
+            )
+    return {"rows": rows, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def table(rows: list[dict[str, Any]], key: str) -> list[str]:
+    groups: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for row in rows:
+        groups[row[key]].append(row)
+    lines = [
+        f"| {key} | trajectories | BFCL pass | tracecard pass | same verdict | vs BFCL runner |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in sorted(groups) + ["all"]:
+        group = rows if name == "all" else groups[name]
+        same = sum(r["tracecard"] == r["bfcl"] for r in group)
+        runner = sum(r["tracecard"] == r["bfcl_runner"] for r in group)
+        lines.append(
+            f"| {name} | {len(group)} | {sum(r['bfcl'] for r in group)} | "
+            f"{sum(r['tracecard'] for r in group)} | {same} ({100 * same / len(group):.1f}%) | "
+            f"{runner} ({100 * runner / len(group):.1f}%) |"
+        )
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-category", type=int, default=8)
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--json", default=None, help="also write every row here")
+    args = parser.parse_args()
+    result = measure(args.per_category, args.seeds)
+    rows = result["rows"]
+    print("\n".join(table(rows, "category")))
+    print()
+    print("\n".join(table(rows, "kind")))
+    print(f"\n{len(rows)} trajectories in {result['seconds']} s")
+    for row in rows:
+        if row["tracecard"] != row["bfcl"] or row["tracecard"] != row["bfcl_runner"]:
+            print("differs:", json.dumps(row))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

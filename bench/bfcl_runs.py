@@ -1,0 +1,115 @@
+"""BFCL multi-turn tasks through `tracecard run` with the replay agent: runs per minute and where
+the time goes (BFCL server start per run, probes, scoring).
+
+    .venv/bin/python bench/bfcl_runs.py [--tasks 200] [--trials 3] [--concurrency 4]
+
+Imports `--tasks` multi_turn_base entries, runs them with examples/agents/bfcl_replay.py
+through an embedded server on a fresh SQLite file, then reads the stored spans: the first call
+of each run (it includes starting that run's BFCL server process), the per-turn probe spans,
+and the turn spans; scoring time is measured by rescoring every stored trace in-process.
+Prints JSON. Bounded by the run's own timeouts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+TRACECARD = str(Path(PY).with_name("tracecard"))  # the console script beside the interpreter
+
+
+def _ms(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    return {
+        "n": len(values),
+        "p50_ms": round(statistics.median(ordered), 1),
+        "p90_ms": round(ordered[int(0.9 * (len(ordered) - 1))], 1),
+        "sum_s": round(sum(values) / 1000, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=200)
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=4)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bfcl-bench-"))
+    suite = work / "bfcl.toml"
+    started = time.perf_counter()
+    subprocess.run(
+        [TRACECARD, "import", "bfcl", "--category", "multi_turn_base",
+         "--limit", str(args.tasks), "-o", str(suite)],
+        check=True, cwd=work, capture_output=True,
+    )  # fmt: skip
+    imported = time.perf_counter() - started
+    db = work / "tracecard.db"
+    agent = f"{PY} {ROOT / 'examples' / 'agents' / 'bfcl_replay.py'}"
+    started = time.perf_counter()
+    done = subprocess.run(
+        [TRACECARD, "run", "--suite", str(suite), "--config",
+         str(work / "bfcl.upstreams.toml"), "--name", "replay", "--trials", str(args.trials),
+         "--concurrency", str(args.concurrency), "--agent", agent, "--db", str(db),
+         "--port", "0", "--quiet", "--json", "--work-dir", str(work / "runs")],
+        cwd=work, capture_output=True, text=True,
+    )  # fmt: skip
+    wall = time.perf_counter() - started
+    summary = json.loads(done.stdout[done.stdout.index("{") : done.stdout.rindex("}") + 1])
+    with sqlite3.connect(db) as con:
+        rows = con.execute(
+            "select run_id, name, start_ns, end_ns, role, attributes from spans"
+        ).fetchall()
+    first_call: dict[str, float] = {}
+    probes: list[float] = []
+    turns: list[float] = []
+    for run_id, name, start, end, role, attributes in rows:
+        duration = ((end or start) - start) / 1e6
+        attrs = json.loads(attributes)
+        if name.startswith("turn "):
+            turns.append(duration)
+        elif "tracecard.probe.id" in attrs:
+            probes.append(duration)
+        elif role == "agent" and name.startswith("tools/call"):
+            known = first_call.get(run_id)
+            if known is None or start < known:
+                first_call[run_id] = start
+    starts = []
+    for run_id, name, start, end, role, _ in rows:
+        if role == "agent" and name.startswith("tools/call") and first_call.get(run_id) == start:
+            starts.append(((end or start) - start) / 1e6)
+    runs = args.tasks * args.trials
+    result: dict[str, Any] = {
+        "tasks": args.tasks,
+        "trials": args.trials,
+        "concurrency": args.concurrency,
+        "runs": runs,
+        "import_s": round(imported, 1),
+        "wall_s": round(wall, 1),
+        "runs_per_min": round(runs / wall * 60, 1),
+        "first_call_incl_server_start": _ms(starts),
+        "probe_spans": _ms(probes),
+        "turn_spans": _ms(turns),
+        "exit_code": done.returncode,
+        "outcome_pass_rate": summary.get("components", {}).get("outcome", {}).get("pass_rate"),
+        "invocation_pass_rate": summary.get("components", {})
+        .get("invocation", {})
+        .get("pass_rate"),
+    }
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
