@@ -71,24 +71,24 @@ def main() -> int:
         rows = con.execute(
             "select run_id, name, start_ns, end_ns, role, attributes from spans"
         ).fetchall()
-    first_call: dict[str, float] = {}
     probes: list[float] = []
     turns: list[float] = []
-    for run_id, name, start, end, role, attributes in rows:
+    starts: list[float] = []  # `initialize`: the per-run BFCL server is started for it
+    calls: list[float] = []
+    roots: list[float] = []
+    for _run_id, name, start, end, role, attributes in rows:
         duration = ((end or start) - start) / 1e6
         attrs = json.loads(attributes)
         if name.startswith("turn "):
             turns.append(duration)
         elif "tracecard.probe.id" in attrs:
             probes.append(duration)
+        elif role == "agent" and name.startswith("initialize"):
+            starts.append(duration)
         elif role == "agent" and name.startswith("tools/call"):
-            known = first_call.get(run_id)
-            if known is None or start < known:
-                first_call[run_id] = start
-    starts = []
-    for run_id, name, start, end, role, _ in rows:
-        if role == "agent" and name.startswith("tools/call") and first_call.get(run_id) == start:
-            starts.append(((end or start) - start) / 1e6)
+            calls.append(duration)
+        elif name.startswith("invoke_agent"):
+            roots.append(duration)
     runs = args.tasks * args.trials
     result: dict[str, Any] = {
         "tasks": args.tasks,
@@ -98,7 +98,9 @@ def main() -> int:
         "import_s": round(imported, 1),
         "wall_s": round(wall, 1),
         "runs_per_min": round(runs / wall * 60, 1),
-        "first_call_incl_server_start": _ms(starts),
+        "initialize_incl_server_start": _ms(starts),
+        "tool_calls": _ms(calls),
+        "run_root_spans": _ms(roots),
         "probe_spans": _ms(probes),
         "turn_spans": _ms(turns),
         "exit_code": done.returncode,

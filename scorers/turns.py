@@ -11,7 +11,7 @@ from tracecard.traces import semconv as sc
 from .calls import ToolCall, agent_calls
 from .types import Span
 
-__all__ = ["TurnSpan", "calls_by_turn", "turn_spans"]
+__all__ = ["TurnSpan", "calls_by_turn", "turn_at", "turn_spans"]
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,14 @@ def calls_by_turn(spans: list[Span], n_turns: int) -> dict[int, list[ToolCall]]:
     turns = sorted(turn_spans(spans).values(), key=lambda t: t.start_ns)
     grouped: dict[int, list[ToolCall]] = {i: [] for i in range(n_turns)}
     for call in agent_calls(spans):
-        owner = 0
-        for turn in turns:
-            if turn.start_ns <= call.start_ns:
-                owner = turn.index
-        grouped.setdefault(owner, []).append(call)
+        grouped.setdefault(turn_at(call.start_ns, turns), []).append(call)
     return grouped
+
+
+def turn_at(start_ns: int, turns: list[TurnSpan]) -> int:
+    """The index of the latest of `turns` (sorted by start) started by `start_ns`; 0 before all."""
+    owner = 0
+    for turn in turns:
+        if turn.start_ns <= start_ns:
+            owner = turn.index
+    return owner

@@ -22,4 +22,3 @@ __all__ = [
     "htmx_path",
     "viewer_router",
 ]
-

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracecard.scorers.registry import component_key
+from tracecard.scorers.turns import turn_at, turn_spans
 from tracecard.traces import semconv as sc
 from tracecard.traces.models import RunRow, ScoreRow
 from tracecard.viewer.align import ALIGN_CAP, CallKey, align_calls, canonical_arguments
@@ -38,6 +39,7 @@ class Call:
     duration_ns: int | None
     shown: list[Argument] = field(default_factory=list)
     tool_differs: bool = False
+    turn: int | None = None  # multi-turn runs: the turn the call was made in
 
 
 @dataclass
@@ -109,6 +111,7 @@ def agent_calls(spans: Sequence[dict[str, Any]], limit: int | None = None) -> li
     """The agent's tool calls and model turns (verifier probes left out) in start-time order
     (the first `limit` of them when given)."""
     calls: list[Call] = []
+    turns = sorted(turn_spans(spans).values(), key=lambda t: t.start_ns)
     for span in spans:
         if not _is_agent_call(span):
             continue
@@ -125,12 +128,16 @@ def agent_calls(spans: Sequence[dict[str, Any]], limit: int | None = None) -> li
         result = attributes.get(sc.GEN_AI_TOOL_CALL_RESULT)
         end = span.get("end_time_unix_nano")
         start = int(span.get("start_time_unix_nano") or 0)
+        # the latest turn handed out before the call (as the invocation scorer counts it)
+        turn = turn_at(start, turns) if turns else None
         calls.append(
             Call(
                 span_id=span["span_id"],
                 tool=str(tool),
                 arguments=arguments,
-                key=(str(tool), identity),
+                # a call aligns with calls of its own turn only: one made a turn late diverges
+                key=(str(tool) if turn is None else f"{tool}@{turn}", identity),
+                turn=turn,
                 error=span_error(span),
                 result_preview=payload("result", result).preview if result is not None else "",
                 duration_ns=None if end is None else max(0, int(end) - start),

@@ -30,4 +30,3 @@ def viewer_router() -> Router:
         exception_handlers={HTTPException: viewer_error, Exception: viewer_error},
         include_in_schema=False,
     )
-

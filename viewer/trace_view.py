@@ -54,6 +54,7 @@ class SpanLine:
     evidence: list[EvidenceItem] = field(default_factory=list)
     model_chip: str | None = None  # model spans: "in→out tok" (viewer.conversation)
     requested_by: str | None = None  # tool spans: the model span that asked for the call
+    turn_user: str | None = None  # turn spans of a multi-turn run: the user message handed out
 
     @property
     def bar(self) -> Markup:
@@ -79,6 +80,8 @@ class SpanLine:
             return "model"
         if self.source:
             return "agent"
+        if self.turn_user is not None:
+            return "turn"
         return "verifier" if self.role == sc.ROLE_VERIFIER else "call"
 
     @property
@@ -179,6 +182,18 @@ def _tree_order(spans: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], i
     return ordered
 
 
+def _turn_user(span: dict[str, Any], attributes: dict[str, Any]) -> str | None:
+    # a turn span the server wrote (no role, no probe): its calls are its children
+    if sc.TURN_INDEX not in attributes or sc.ROLE in attributes or sc.PROBE_ID in attributes:
+        return None
+    user = attributes.get(sc.TURN_USER)
+    return (
+        str(user)
+        if isinstance(user, str) and str(span.get("name", "")).startswith("turn ")
+        else None
+    )
+
+
 def build_trace(spans: Sequence[dict[str, Any]], scores: Iterable[ScoreRow]) -> TraceView:
     """The waterfall of `spans` (in start-time order) with `scores`' evidence attached."""
     starts = [int(s.get("start_time_unix_nano") or 0) for s in spans]
@@ -212,6 +227,7 @@ def build_trace(spans: Sequence[dict[str, Any]], scores: Iterable[ScoreRow]) -> 
             role=str(role) if role is not None else None,
             error=span_error(span),
             source=span_source(span),
+            turn_user=_turn_user(span, attributes),
         )
         lines.append(line)
         by_id[line.span_id] = line

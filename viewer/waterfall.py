@@ -31,6 +31,9 @@ def _chips(line: SpanLine) -> str:
             f'<a class="chip model" href="#span-{target}" title="the model turn that asked for '
             'this call">asked by the model</a>'
         )
+    if line.turn_user is not None:
+        user = escape(line.turn_user if len(line.turn_user) <= 120 else line.turn_user[:117] + "…")
+        chips.append(f'<span class="chip turn" title="the user message of this turn">{user}</span>')
     if line.role == "verifier":
         chips.append('<span class="chip" title="outcome probe">verifier</span>')
     for component, passed in line.verdicts if line.evidence else ():

@@ -190,3 +190,17 @@ def test_turns_of_a_finished_run_are_refused(server: RunningServer) -> None:
         client.finish_run(run["id"], status="aborted")
         with pytest.raises(Exception, match="already ended"):
             client.next_turn(run["id"])
+
+
+async def test_the_trace_page_and_the_trials_comparison_show_turns(server: RunningServer) -> None:
+    right, _ = await play(server, RIGHT)
+    late, _ = await play(server, LATE)
+    trace = httpx.get(f"{server.url}/runs/{right['id']}", timeout=30).text
+    assert trace.count('class="chip turn"') == 3  # one per turn span, with its user message
+    assert "Save the note &#39;a&#39; with the text &#39;one&#39;." in trace
+    compare = httpx.get(
+        f"{server.url}/compare/runs", params=[("run", right["id"]), ("run", late["id"])], timeout=30
+    ).text
+    # the same call made in turn 2 by one trial and in turn 1 by the other is a divergence
+    row = compare[compare.index('id="divergence"') :].split("</tr>")[0]
+    assert "turn 2</span>" in row and "turn 1</span>" in row

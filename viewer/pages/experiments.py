@@ -65,4 +65,3 @@ class ExperimentPages(Controller):
         """The task x component matrix, intervals, flags, exports and agreement with people."""
         body = await in_thread(_experiment_html, runtime_of(state).store, experiment_id)
         return page_response(body)
-

@@ -44,9 +44,22 @@ def _run(store: Store, run_id: str) -> RunRow:
     return run
 
 
+def _with_turns(store: Store, spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # The outline has no payload attributes; a multi-turn run's few turn spans get theirs back
+    # (index and user message) so the waterfall can label each turn.
+    for span in spans:
+        if str(span.get("name", "")).startswith("turn ") and not span["attributes"]:
+            full = store.span(span["span_id"])
+            attributes = (full or {}).get("attributes") or {}
+            for key in (sc.TURN_INDEX, sc.TURN_USER):
+                if key in attributes:
+                    span["attributes"][key] = attributes[key]
+    return spans
+
+
 def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]:
     run = _run(store, run_id)
-    spans = queries.trace_outline(store, run)
+    spans = _with_turns(store, queries.trace_outline(store, run))
     scores = sorted(
         store.scores_for_runs([run_id]).get(run_id, []), key=lambda s: component_key(s.component)
     )
