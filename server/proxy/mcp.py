@@ -58,6 +58,8 @@ from tracecard.server.recording.recorder import Exchange, parse_json
 from tracecard.server.runs.registry import RunInfo
 from tracecard.traces import semconv
 
+CANCELLED = "cancelled"  # error.type of a call whose request was cancelled (shutdown past grace)
+
 
 async def handle_mcp(
     state: ProxyState,
@@ -134,7 +136,12 @@ async def _post(
         if state.runtime.settings.recording.inject_traceparent and _inject(calls, started):
             with contextlib.suppress(orjson.JSONEncodeError):  # too deep to re-encode: as sent
                 body = orjson.dumps(parsed)
-    await _forward_post(state, scope, receive, send, upstream, headers, calls, body)
+    try:
+        await _forward_post(state, scope, receive, send, upstream, headers, calls, body)
+    except asyncio.CancelledError:  # the server stopped waiting: the spans end all the same
+        fail_open(state, calls, CANCELLED, "tracecard stopped before the upstream answered")
+        end_unparsable(calls, 499)
+        raise
 
 
 def _start_spans(

@@ -40,7 +40,13 @@ from tracecard.server.proxy.sessions import IdleLru
 from tracecard.server.recording.recorder import Exchange, Recorder, is_verifier
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runtime import Runtime
-from tracecard.server.stdio.messages import UpstreamError
+from tracecard.server.stdio.messages import (
+    MODERN_META_PREFIX,
+    VERSION_HEADER,
+    UpstreamError,
+    is_modern,
+    strip_modern_meta,
+)
 from tracecard.server.stdio.pool import StdioUpstreams
 from tracecard.server.stdio.process import StdioProcess
 from tracecard.server.stdio.sse import KEEPALIVE_S, SseStream
@@ -49,8 +55,6 @@ from tracecard.traces import semconv
 log = logging.getLogger(__name__)
 
 SESSION_HEADER = "mcp-session-id"
-VERSION_HEADER = "mcp-protocol-version"
-MODERN_META_PREFIX = "io.modelcontextprotocol/"
 MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
 # Results the 2026-07-28 wire requires caching directives on (`ttlMs`, `cacheScope`).
 CACHEABLE = frozenset(
@@ -69,30 +73,6 @@ class Session:
     closed: asyncio.Event
     adhoc_key: str | None = None  # the ad-hoc run key, when the session named no run
     stopping: asyncio.Task[None] | None = None  # its per-run processes, once forgotten
-
-
-def _strip_modern_meta(message: dict[str, Any]) -> dict[str, Any]:
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    if not isinstance(params, dict) or not isinstance(meta, dict):
-        return message
-    kept = {k: v for k, v in meta.items() if not k.startswith(MODERN_META_PREFIX)}
-    params = {k: v for k, v in params.items() if k != "_meta"}
-    if kept:
-        params["_meta"] = kept
-    return dict(message, params=params)
-
-
-def _is_modern(message: Any, headers: dict[str, str]) -> bool:
-    if headers.get(VERSION_HEADER) in MODERN_PROTOCOL_VERSIONS:
-        return True
-    if not isinstance(message, dict):
-        return False
-    if message.get("method") == "server/discover":
-        return True
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and MODERN_META_PREFIX + "protocolVersion" in meta
 
 
 class StdioBridge:
@@ -177,7 +157,7 @@ class StdioBridge:
                 send, 400, jsonrpc_error(None, CODE_INVALID, "expected one JSON-RPC message")
             )
             return
-        if _is_modern(message, headers):
+        if is_modern(message, headers):
             await self._modern(scope, send, headers, upstream, run, message)
         else:
             await self._legacy(scope, send, headers, upstream, run, message)
@@ -282,7 +262,7 @@ class StdioBridge:
                 discovered["instructions"] = init["instructions"]
             await send_json(send, 200, await self._answer_self(message, exchange, discovered))
             return
-        reply = await self._forward(upstream, _strip_modern_meta(message), exchange)
+        reply = await self._forward(upstream, strip_modern_meta(message), exchange)
         result = reply.get("result")
         if isinstance(result, dict):
             # a session-protocol result, dressed for the stateless wire (nothing is cached)

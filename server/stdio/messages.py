@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
 from tracecard.server.recording.recorder import Exchange, PendingCall
 from tracecard.traces import semconv
 
@@ -17,6 +19,8 @@ LINE_LIMIT = 64 * 1024 * 1024  # longest stdout line accepted
 STDERR_ATTRIBUTE = "tracecard.upstream.stderr_tail"
 EXIT_CODE_ATTRIBUTE = "tracecard.upstream.exit_code"
 DIRECTION_ATTRIBUTE = "tracecard.mcp.direction"
+VERSION_HEADER = "mcp-protocol-version"
+MODERN_META_PREFIX = "io.modelcontextprotocol/"  # the 2026-07-28 per-request `_meta` keys
 
 # Where request-scoped server messages (progress, server->client requests) go: the HTTP side.
 Sink = Callable[[dict[str, Any]], Awaitable[bool]]
@@ -45,3 +49,29 @@ class _Waiter:
 class _ServerRequest:
     server_id: Any
     pending: PendingCall
+
+
+def strip_modern_meta(message: dict[str, Any]) -> dict[str, Any]:
+    """The request without the 2026-07-28 per-request `_meta` envelope (for a session server)."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(params, dict) or not isinstance(meta, dict):
+        return message
+    kept = {k: v for k, v in meta.items() if not k.startswith(MODERN_META_PREFIX)}
+    params = {k: v for k, v in params.items() if k != "_meta"}
+    if kept:
+        params["_meta"] = kept
+    return dict(message, params=params)
+
+
+def is_modern(message: Any, headers: dict[str, str]) -> bool:
+    """Whether a request speaks the stateless protocol (2026-07-28)."""
+    if headers.get(VERSION_HEADER) in MODERN_PROTOCOL_VERSIONS:
+        return True
+    if not isinstance(message, dict):
+        return False
+    if message.get("method") == "server/discover":
+        return True
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and MODERN_META_PREFIX + "protocolVersion" in meta

@@ -217,6 +217,9 @@ class StdioProcess:
         except UpstreamError as exc:
             self.recorder.fail(pending, exc.error_type, str(exc))
             raise
+        except asyncio.CancelledError:  # the server stopped waiting: the span ends all the same
+            self.recorder.fail(pending, "cancelled", "tracecard stopped before the answer came")
+            raise
         finally:
             self._waiters.pop(upstream_id, None)
         self.recorder.finish(pending, response)
