@@ -137,7 +137,9 @@ def _compare(args: argparse.Namespace) -> int:
     worse = verdict == "A better" or (args.fail_on == "any" and verdict != "B better")
     code = EXIT_FAILED if args.fail_on and worse else 0
     if args.json:
-        print_json({**view, "fail_on": args.fail_on, "exit_code": code})
+        print_json(
+            {**view, "fail_on": args.fail_on, "allow_drift": args.allow_drift, "exit_code": code}
+        )
         return code
     Console().print(comparison_table(view, args.a, args.b))
     print(verdict_line(view, args.a, args.b))
