@@ -205,7 +205,7 @@ async def measure(
 def serve_command(root: Path, config: Path, port: int, db: str) -> list[str]:
     """`tracecard serve` run from the checkout at `root` (its `server` package comes first)."""
     start = f"import sys, runpy; sys.path.insert(0, {str(root)!r}); "
-    start += "runpy.run_module('tracecard.server.cli.main', run_name='__main__')"
+    start += "runpy.run_module('tracecard.server.cli', run_name='__main__')"
     return [
         sys.executable,
         "-c",

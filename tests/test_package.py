@@ -25,6 +25,7 @@ LAYERS = ("server", "viewer", "scorers", "traces")
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.timeout(900),  # the fixtures build a wheel and a virtualenv
     pytest.mark.skipif(not HTMX.is_file(), reason="needs npm ci (htmx) to build the wheel"),
 ]
 

@@ -11,7 +11,7 @@ from tracecard.server.cli.main import main
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tracecard.server.cli.main", *args],
+        [sys.executable, "-m", "tracecard.server.cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

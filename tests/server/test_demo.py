@@ -200,7 +200,7 @@ def test_the_demo_serves_until_ctrl_c_and_leaves_nothing_running(tmp_path: Path)
     port = free_port()
     folder = tmp_path / "demo"
     process = subprocess.Popen(
-        [sys.executable, "-m", "tracecard.server.cli.main", "demo", "--trials", "1"]
+        [sys.executable, "-m", "tracecard.server.cli", "demo", "--trials", "1"]
         + ["--port", str(port), "--dir", str(folder), "--quiet"],
         cwd=ROOT,
         stdout=subprocess.PIPE,

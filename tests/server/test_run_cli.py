@@ -54,7 +54,7 @@ def run_tracecard(
             "HELPDESK_PRELOADED": preloaded or "",
         }
         return subprocess.run(
-            [sys.executable, "-m", "tracecard.server.cli.main", *argv[1:], *extra],
+            [sys.executable, "-m", "tracecard.server.cli", *argv[1:], *extra],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -177,7 +177,7 @@ def test_summary_and_ctrl_c(stop: signal.Signals, settings: Settings, tmp_path: 
     suite.write_text(json.dumps(INTERRUPT_SUITE))
     work = tmp_path / "work"
     with running_tracecard(settings) as server:
-        argv = [sys.executable, "-m", "tracecard.server.cli.main", "run", "--server", server.url]
+        argv = [sys.executable, "-m", "tracecard.server.cli", "run", "--server", server.url]
         argv += ["--suite", str(suite), "--name", "interrupted", "--trials", "1"]
         argv += ["--agent", f"{sys.executable} {agent}", "--concurrency", "4"]
         argv += ["--timeout", "120", "--grace", "0.5", "--work-dir", str(work), "--quiet"]

@@ -30,7 +30,7 @@ def _serving_both(pg_url: str) -> Iterator[list[int]]:
 
 @contextlib.contextmanager
 def _spawn_later(pg_url: str, port: int) -> Iterator[None]:
-    args = [sys.executable, "-m", "tracecard.server.cli.main", "serve", "--db", pg_url]
+    args = [sys.executable, "-m", "tracecard.server.cli", "serve", "--db", pg_url]
     proc = subprocess.Popen(
         [*args, "--port", str(port)],
         stdout=subprocess.DEVNULL,
