@@ -11,12 +11,14 @@ from litestar.exceptions import HTTPException
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from tracecard.scorers import Comparison, to_csv, to_json, to_junit, to_markdown
+from tracecard.scorers.drift import ToolDrift
 from tracecard.scorers.registry import check_component
 from tracecard.server.api.deps import runtime_of, service_call
 from tracecard.server.evaluation.hooks import tasks_of
 from tracecard.server.evaluation.service import (
     compare,
     create_experiment,
+    experiment_drift,
     experiment_with_runs,
     find_suite,
     list_suites,
@@ -202,10 +204,27 @@ class CompareController(Controller):
 
     @get("/", summary="Paired comparison of two experiments on one suite")
     async def compare(
-        self, state: State, a: str, b: str, component: str = "outcome"
+        self, state: State, a: str, b: str, component: str = "outcome", allow_drift: bool = False
     ) -> dict[str, Any]:
-        result = await _thread(compare, runtime_of(state).store, a, b, component)
-        return comparison_view(result)
+        store = runtime_of(state).store
+        result = await _thread(compare, store, a, b, component)
+        drift = await _thread(experiment_drift, store, [a, b])
+        return with_drift(comparison_view(result), drift, allow_drift)
+
+
+def with_drift(view: dict[str, Any], drift: ToolDrift, allow: bool) -> dict[str, Any]:
+    """The comparison with its tool drift; a drifted comparison has no verdict (null, with the
+    reason) unless `allow` (`--allow-drift`, `allow_drift=true`): the two sides may have used
+    different tools, and a difference in scores would not be the agents'."""
+    view = {**view, "tool_drift": drift.as_json()}
+    if drift.drifted and not allow:
+        view["verdict_without_drift"] = view["verdict"]
+        view["verdict"] = None
+        view["reason"] = (
+            f"tool definitions differ between the runs ({drift.describe()}): no verdict; "
+            "rerun both on the same servers, or pass --allow-drift (allow_drift=true)"
+        )
+    return view
 
 
 def comparison_view(result: Comparison) -> dict[str, Any]:

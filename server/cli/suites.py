@@ -25,7 +25,7 @@ from tracecard.scorers import (
     to_markdown,
 )
 from tracecard.scorers.registry import component_names
-from tracecard.server.api.evaluation import comparison_view
+from tracecard.server.api.evaluation import comparison_view, with_drift
 from tracecard.server.cli.common import (
     EXIT_FAILED,
     UsageError,
@@ -35,6 +35,7 @@ from tracecard.server.cli.common import (
 )
 from tracecard.server.evaluation.service import (
     compare,
+    experiment_drift,
     experiment_with_runs,
     rescore,
     scorecard_for,
@@ -131,9 +132,14 @@ def _compare(args: argparse.Namespace) -> int:
     component = _known_component(args.component, "--component")
     with _store(args) as store:
         view = comparison_view(compare(store, args.a, args.b, component))
-    # TODO(v9 drift report): when the comparison carries tool-definition drift, refuse a
-    # verdict unless --allow-drift (the flag is accepted already and reported in --json).
+        view = with_drift(view, experiment_drift(store, [args.a, args.b]), args.allow_drift)
     verdict = view["verdict"]
+    if verdict is None:  # drifted tool definitions: no verdict without --allow-drift
+        if args.json:
+            print_json({**view, "fail_on": args.fail_on, "exit_code": EXIT_FAILED})
+        else:
+            print(f"compare: {view['reason']}", file=sys.stderr)
+        return EXIT_FAILED
     worse = verdict == "A better" or (args.fail_on == "any" and verdict != "B better")
     code = EXIT_FAILED if args.fail_on and worse else 0
     if args.json:

@@ -28,6 +28,7 @@ from tracecard.scorers import (
     score_run,
     suite_version,
 )
+from tracecard.scorers.drift import ToolDrift, tool_drift
 from tracecard.scorers.stored import scorecard_of
 from tracecard.scorers.types import FINAL_STATUSES
 from tracecard.server.runs.service import RunError, new_run_row
@@ -287,6 +288,21 @@ def scorecard_for(store: Store, experiment_id: str) -> Scorecard:
     """The experiment's scorecard from stored scores and people's verdicts — the same one the
     viewer shows."""
     return scorecard_of(stored_experiment(store, _experiment(store, experiment_id)))
+
+
+def experiment_drift(store: Store, experiment_ids: Sequence[str], chunk: int = 200) -> ToolDrift:
+    """Tool-definition drift across every run of these experiments (from their tools/list
+    spans): which tools changed, and which runs saw which definition."""
+    runs = [r for e in experiment_ids for r in experiment_with_runs(store, e)[1]]
+    listings: dict[str, list[dict[str, Any]]] = {}
+    for start in range(0, len(runs), chunk):
+        for run_id, spans in store.spans_for_runs(runs[start : start + chunk]).items():
+            listings[run_id] = [
+                s
+                for s in spans
+                if (s.get("attributes") or {}).get(semconv.MCP_METHOD_NAME) == "tools/list"
+            ]
+    return tool_drift(listings)
 
 
 def compare(store: Store, a: str, b: str, component: str = "outcome") -> Comparison:

@@ -1,6 +1,6 @@
 """A real MCP server (the official SDK's `MCPServer`, streamable HTTP) used by the tests.
 
-Run: python tests/servers/tool_server.py PORT [--stateless] [--json]
+Run: python tests/servers/tool_server.py PORT [--stateless] [--json] [--v2]
      python tests/servers/tool_server.py stdio       (the same tools over stdio)
 """
 
@@ -25,10 +25,19 @@ class Weather(BaseModel):
     conditions: str
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-def echo(text: str) -> str:
-    """Return the text unchanged."""
-    return text
+if "--v2" in sys.argv:  # a second version of the server: `echo` changed its schema (drift)
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def echo(text: str, times: int = 1) -> str:
+        """Return the text, repeated."""
+        return text * times
+
+else:
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
