@@ -33,11 +33,16 @@ from tracecard.server.asgi import (
     read_body,
     send_bytes,
 )
+from tracecard.server.credentials import (
+    TOKEN_HEADER,
+    cookie_token_matches,
+    has_cookie,
+    without_own_credentials,
+)
 from tracecard.server.login import TOKEN_COOKIE, login
 from tracecard.server.proxy.routing import match
 from tracecard.server.settings import LOOPBACK, Settings
 
-TOKEN_HEADER: Final = b"tracecard-token"
 LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 OPEN_PATHS: Final = ("/healthz", "/static/", "/login")  # no token needed
 SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -224,7 +229,7 @@ class SecurityGuard:
         if route is Route.VIEWER and method not in SAFE_METHODS:
             return await self._check_csrf(request, receive)
         if route in (Route.MCP, Route.HTTP_TOOL):
-            scope["headers"] = _without_own_credentials(
+            scope["headers"] = without_own_credentials(
                 scope["headers"], policy.token, self._own_cookies
             )
         return receive
@@ -273,7 +278,7 @@ class SecurityGuard:
         # whose CSRF token is checked next; never for the API, the proxy or OTLP.
         if method not in SAFE_METHODS and route is not Route.VIEWER:
             return False
-        return _cookie_token_matches(request.cookie, expected)
+        return cookie_token_matches(request.cookie, expected)
 
     async def _check_csrf(self, request: _Request, receive: Receive) -> Receive:
         token = request.csrf_header
@@ -327,7 +332,7 @@ def _unsupported(path: str, media: str | None, accepted: str) -> Refused:
 
 
 def _unauthorised(request: _Request, method: str) -> Refused:
-    if method not in SAFE_METHODS and _has_cookie(request.cookie, TOKEN_COOKIE):
+    if method not in SAFE_METHODS and has_cookie(request.cookie, TOKEN_COOKIE):
         detail = (
             "the sign-in cookie opens the viewer only: for the API, the proxy and OTLP send the "
             "token as `Authorization: Bearer <token>` or the `Tracecard-Token` header"
@@ -338,48 +343,6 @@ def _unauthorised(request: _Request, method: str) -> Refused:
             "or the `Tracecard-Token` header"
         )
     return Refused(401, detail, (b"www-authenticate", b"Bearer"))
-
-
-def _cookies(header: str | None) -> list[tuple[str, str]]:
-    pairs = []
-    for part in (header or "").split(";"):
-        name, equals, value = part.strip().partition("=")
-        if equals:
-            pairs.append((name, value))
-    return pairs
-
-
-def _has_cookie(header: str | None, name: str) -> bool:
-    return any(key == name for key, _ in _cookies(header))
-
-
-def _cookie_token_matches(header: str | None, expected: bytes) -> bool:
-    return any(
-        key == TOKEN_COOKIE and hmac.compare_digest(value.encode("latin-1"), expected)
-        for key, value in _cookies(header)
-    )
-
-
-def _without_own_credentials(
-    raw: list[tuple[bytes, bytes]], token: bytes | None, own_cookies: frozenset[str]
-) -> list[tuple[bytes, bytes]]:
-    """The headers minus tracecard's token (header or Bearer) and its own cookies."""
-    kept: list[tuple[bytes, bytes]] = []
-    for name, value in raw:
-        if name == TOKEN_HEADER:
-            continue
-        if name == b"authorization" and token is not None and value[:7].lower() == b"bearer ":
-            if hmac.compare_digest(value[7:].strip(), token):
-                continue
-        if name == b"cookie":
-            text = value.decode("latin-1")
-            if any(key in own_cookies for key, _ in _cookies(text)):
-                others = [f"{k}={v}" for k, v in _cookies(text) if k not in own_cookies]
-                if not others:
-                    continue
-                value = "; ".join(others).encode("latin-1")
-        kept.append((name, value))
-    return kept
 
 
 def _header(scope: Scope, wanted: bytes) -> bytes:

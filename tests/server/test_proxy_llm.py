@@ -14,8 +14,9 @@ import orjson
 import pytest
 
 from tests.servers.model_upstream import TOOLS, ModelUpstream, model_upstream
+from tests.support.llm import claude_client, model_spans, only_span, openai_client
 from tests.support.processes import free_port
-from tests.support.proxy import new_run, run_spans, tracecard_for
+from tests.support.proxy import new_run, tracecard_for
 from tests.support.tracecard import RunningServer
 
 USER = [{"role": "user", "content": "What is 2 + 40?"}]
@@ -38,25 +39,6 @@ def tracecard(
     }
     with tracecard_for(upstreams, tmp_path_factory.mktemp("llm")) as running:
         yield running
-
-
-def model_spans(base: str, run_id: str) -> list[dict[str, Any]]:
-    spans = run_spans(base, run_id)
-    return [s for s in spans if s["attributes"].get("gen_ai.provider.name")]
-
-
-def only_span(base: str, run_id: str) -> dict[str, Any]:
-    spans = model_spans(base, run_id)
-    assert len(spans) == 1, [s["name"] for s in spans]
-    return spans[0]
-
-
-def openai_client(run: dict[str, Any]) -> openai.OpenAI:
-    return openai.OpenAI(base_url=run["urls"]["openai"], api_key="sk-agent-key", max_retries=0)
-
-
-def claude_client(run: dict[str, Any]) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=run["urls"]["claude"], api_key="sk-ant-key", max_retries=0)
 
 
 CASES = [
