@@ -5,7 +5,7 @@ Nothing here does I/O or imports Litestar, the server or the viewer.
 
 from .compare import Comparison, ComparisonError, TaskComparison, compare_experiments
 from .completion import score_completion
-from .composite import CompositeWeights, score_composite
+from .composite import score_composite
 from .efficiency import score_efficiency
 from .flags import compute_flags, score_run
 from .invocation import score_invocation
@@ -24,7 +24,7 @@ from .registry import (
     scorer,
 )
 from .repeats import Interval, bootstrap_mean, flip_rate, pass_at_k, pass_hat_k
-from .safety import GateConstants, Violation, check_call, gate_value, score_safety
+from .safety import Violation, check_call, gate_value, score_safety
 from .scorecard import (
     GateResult,
     RunRecord,
@@ -33,6 +33,7 @@ from .scorecard import (
     build_scorecard,
     gate,
 )
+from .scoring import CompositeWeights, GateConstants, Scoring
 from .stored import scorecard_of
 from .suite import (
     CURRENT_SCHEMA_VERSION,
@@ -74,6 +75,7 @@ __all__ = [
     "ScorecardFormatError",
     "ScorerInfo",
     "ScorerRegistry",
+    "Scoring",
     "Suite",
     "SuiteError",
     "Task",

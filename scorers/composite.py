@@ -3,33 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .registry import scorer
+from .scoring import CompositeWeights
 from .types import ComponentScore
+
+if TYPE_CHECKING:
+    from .suite import Task
 
 __all__ = ["CompositeWeights", "score_composite"]
 
 NAME = "composite"
-VERSION = "1"
-
-
-@dataclass(frozen=True)
-class CompositeWeights:
-    """Weights of the quality components and how much inefficiency may cost at most."""
-
-    weights: dict[str, float] = field(
-        default_factory=lambda: {"outcome": 0.5, "completion": 0.25, "invocation": 0.25}
-    )
-    efficiency_penalty: float = 0.2  # a run with efficiency 0 loses at most this share
+VERSION = "2"  # 2: weights and penalty from the suite's [scoring], in the evidence
 
 
 @scorer(name=NAME, component=NAME, version=VERSION, derived=True)
 def score_composite(
-    components: Sequence[ComponentScore], weights: CompositeWeights = CompositeWeights()
+    components: Sequence[ComponentScore],
+    task: Task | None = None,
+    *,
+    weights: CompositeWeights | None = None,
 ) -> ComponentScore:
-    """One number for dashboards; never replaces the components. None parts are left out."""
+    """One number for dashboards; never replaces the components. None parts are left out.
+    The weights are `weights`, else the task's suite's, else the defaults."""
+    if weights is None:
+        weights = task.scoring.composite if task is not None else CompositeWeights()
     by_name = {c.component: c for c in components}
     used: dict[str, float] = {}
     excluded: list[str] = []
@@ -39,7 +38,11 @@ def score_composite(
             excluded.append(name)
         elif weight > 0:
             used[name] = weight
-    evidence: dict[str, Any] = {"weights": used, "excluded": excluded}
+    evidence: dict[str, Any] = {
+        "weights": used,
+        "excluded": excluded,
+        "constants": weights.model_dump(),  # what this score was computed with
+    }
     if excluded:
         evidence["note"] = "not-evaluated components are left out of the weighting"
     safety = by_name.get("safety")

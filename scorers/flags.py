@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import inspect
+from collections.abc import Callable, Sequence
 
 from .calls import agent_calls
 from .model import link_calls, model_turns, tool_names, unexecuted_requests, unread_results
-from .registry import ScorerRegistry, default_registry
+from .registry import ScorerInfo, ScorerRegistry, default_registry
 from .suite import Task
 from .types import ComponentScore, RunFacts, RunScores, Span
 
@@ -67,6 +69,16 @@ def model_flags(spans: Sequence[Span]) -> list[str]:
     return flags
 
 
+@functools.lru_cache(maxsize=64)
+def _takes_task(fn: Callable[..., ComponentScore]) -> bool:
+    return "task" in inspect.signature(fn).parameters
+
+
+def _derive(info: ScorerInfo, base: list[ComponentScore], task: Task) -> ComponentScore:
+    # A derived scorer that names a `task` parameter gets the task (its suite's [scoring]).
+    return info.fn(base, task=task) if _takes_task(info.fn) else info.fn(base)
+
+
 def score_run(
     task: Task,
     spans: Sequence[Span],
@@ -77,6 +89,6 @@ def score_run(
     scorers = registry if registry is not None else default_registry()
     components = [info.fn(task, spans, facts) for info in scorers if not info.derived]
     base = list(components)
-    components += [info.fn(base) for info in scorers if info.derived]
+    components += [_derive(info, base, task) for info in scorers if info.derived]
     flags = compute_flags(components) + model_flags(spans)
     return RunScores(components=components, flags=flags)

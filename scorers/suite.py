@@ -10,9 +10,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from ._locate import LocatedIssue, dotted, find_line, reason_of, toml_error_line
+from .scoring import Scoring
 from .spec import CompletionSpec, EfficiencySpec, InvocationSpec, OutcomeSpec, SafetySpec
 from .suite_text import decode_toml_nulls
 
@@ -62,6 +71,8 @@ class Task(BaseModel):
     safety: SafetySpec = Field(default_factory=SafetySpec)
     efficiency: EfficiencySpec = Field(default_factory=EfficiencySpec)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    # the suite's [scoring] (set by the suite, not written per task)
+    _scoring: Scoring = PrivateAttr(default_factory=Scoring)
 
     @model_validator(mode="after")
     def _turns_or_task_level(self) -> Task:
@@ -70,6 +81,11 @@ class Task(BaseModel):
         if any(t.outcome for t in self.turns) and self.outcome is not None:
             raise ValueError("give outcome per turn or for the task, not both")
         return self
+
+    @property
+    def scoring(self) -> Scoring:
+        """The gate constants and composite weights of the task's suite."""
+        return self._scoring
 
     @property
     def multi_turn(self) -> bool:
@@ -86,7 +102,20 @@ class Suite(BaseModel):
     name: str = Field(min_length=1)
     description: str = ""
     strict: bool = False  # the default of `strict` for every exact/one_of matcher and eq
+    scoring: Scoring = Field(default_factory=Scoring)
     tasks: list[Task] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _tasks_score_as_the_suite(self) -> Suite:
+        # Every task carries the suite's [scoring] (scorers see one task, not the suite).
+        tasks = []
+        for task in self.tasks:
+            if task.scoring != self.scoring:
+                task = task.model_copy()
+                task._scoring = self.scoring
+            tasks.append(task)
+        self.__dict__["tasks"] = tasks  # frozen: the same list, with the tasks it validated
+        return self
 
     def task(self, task_id: str) -> Task:
         """The task with this id (KeyError if absent)."""
@@ -137,6 +166,7 @@ def _read_v1(document: dict[str, Any]) -> Suite:
         for key in ("turns", "params"):
             if task.get(key):
                 issues.append((("tasks", index, key), f"{key} need schema_version = 2"))
+        issues += _task_scoring(task, index)
         if "instruction" not in task:
             issues.append((("tasks", index, "instruction"), "required field is missing"))
     return _validated(document, issues)
@@ -149,7 +179,16 @@ def _read_v2(document: dict[str, Any]) -> Suite:
     for index, task in enumerate(tasks if isinstance(tasks, list) else []):
         if isinstance(task, dict) and "instruction" not in task and not task.get("turns"):
             issues.append((("tasks", index, "instruction"), "give an instruction or turns"))
+        if isinstance(task, dict):
+            issues += _task_scoring(task, index)
     return _validated(document, issues)
+
+
+def _task_scoring(task: dict[str, Any], index: int) -> list[tuple[tuple[str | int, ...], str]]:
+    if "scoring" not in task:
+        return []
+    reason = "scoring is set for the whole suite: write [scoring] at the top level"
+    return [(("tasks", index, "scoring"), reason)]
 
 
 def _validated(document: dict[str, Any], issues: list[tuple[tuple[str | int, ...], str]]) -> Suite:
@@ -158,7 +197,9 @@ def _validated(document: dict[str, Any], issues: list[tuple[tuple[str | int, ...
         context = {"strict_default": document.get("strict") is True}
         suite = Suite.model_validate(document, context=context)
     except ValidationError as exc:
-        issues = issues + [(_strip_tags(tuple(e["loc"])), reason_of(e)) for e in exc.errors()]
+        found = {loc for loc, _ in issues}  # the reader's reason for a field replaces pydantic's
+        errors = [(_strip_tags(tuple(e["loc"])), reason_of(e)) for e in exc.errors()]
+        issues = issues + [(loc, reason) for loc, reason in errors if loc not in found]
         raise _DocumentIssues(issues) from exc
     if issues:
         raise _DocumentIssues(issues)
@@ -268,5 +309,7 @@ def suite_version(suite: Suite) -> str:
         for key in ("turns", "params"):
             if not task[key]:
                 del task[key]  # a v1 task hashes as it did before these fields existed
+    if suite.scoring.is_default:
+        del document["scoring"]  # so does a suite that keeps the default gate and weights
     canonical = orjson.dumps(document, option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()

@@ -44,6 +44,7 @@ EXPECTED: dict[str, set[str]] = {
         "ScorecardFormatError",
         "ScorerInfo",
         "ScorerRegistry",
+        "Scoring",
         "Suite",
         "SuiteError",
         "Task",

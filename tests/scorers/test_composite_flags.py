@@ -36,7 +36,7 @@ def test_composite_is_gate_times_weighted_times_efficiency() -> None:
 
 def test_composite_leaves_out_unevaluated_components_and_says_so() -> None:
     parts = [cs("outcome", None), cs("completion", 1.0), cs("invocation", 0.5), cs("safety", 1.0)]
-    score = score_composite(parts, CompositeWeights(efficiency_penalty=0))
+    score = score_composite(parts, weights=CompositeWeights(efficiency_penalty=0))
     assert score.value == pytest.approx(0.75)
     assert score.evidence["excluded"] == ["outcome"]
 
