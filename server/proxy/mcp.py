@@ -289,11 +289,18 @@ async def _send_stream_head(send: Send, response: httpx.Response) -> None:
 def _bind_session(
     state: ProxyState, calls: Calls, upstream: Upstream, headers: RequestHeaders, session: str
 ) -> None:
-    """A new MCP session: its later requests join this request's run; spans get the id."""
+    """A new MCP session: its later requests join this request's run; spans get the id.
+
+    The session is the one its `initialize` answer names (a server may send the header on a
+    `server/discover` probe before it): that run wins over an earlier binding."""
     calls.exchange.session_id = session
-    for pending in [*calls.requests.values(), *calls.notifications]:
+    pending_all = [*calls.requests.values(), *calls.notifications]
+    for pending in pending_all:
         pending.span.set_attribute(semconv.MCP_SESSION_ID, session)
-    state.session_runs.bind((upstream.name, session), calls.exchange.run)
+    key = (upstream.name, session)
+    if any(pending.method == "initialize" for pending in pending_all):
+        state.session_runs.pop(key)
+    state.session_runs.bind(key, calls.exchange.run)
 
 
 async def _answer_failure(

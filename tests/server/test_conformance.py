@@ -6,13 +6,23 @@ SDK test server (tests/servers/tool_server.py) directly and through tracecard's 
 scenario must end the same way both times. The SDK server implements only part of what the
 scenarios ask for, so some fail on both sides: what is compared is the outcome, per scenario.
 The suite's own reference server gives 44/44 checks both ways (docs/proxy.md, Conformance).
+
+Client scenarios are the other way round: the suite plays the server and runs a client command.
+`sse-retry` (SEP-1699: the server closes the tool call's SSE stream after a priming event, the
+client resumes over GET with `Last-Event-ID` and gets the answer there) runs the official Python
+SDK client (tests/support/conformance_client.py) against the suite's server directly and with
+tracecard in between, and must end the same.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlmodel import select
@@ -58,3 +68,57 @@ def test_every_server_scenario_ends_the_same_through_tracecard(tmp_path: Path) -
     assert len(direct) >= 30 and sum(ok for ok, _bad in direct.values()) >= 10
     assert direct["server-initialize"] == (1, 0) and direct["tools-call-simple-text"] == (1, 0)
     assert "test_simple_text" in tools  # and every call it made is recorded
+
+
+_CLIENT = f"{sys.executable} -m tests.support.conformance_client"
+
+
+def _run_client_scenario(scenario: str, out: Path, via: Path | None) -> dict[str, dict[str, Any]]:
+    """One client scenario with the SDK client, through tracecard when `via` (its folder) is
+    given: check id -> the check (INFO lines left out)."""
+    env = {**os.environ}
+    env.pop("TRACECARD_CONFORMANCE_VIA", None)
+    if via is not None:
+        env["TRACECARD_CONFORMANCE_VIA"] = str(via)
+    command = [str(NODE), str(SUITE), "client", "--command", _CLIENT, "--scenario", scenario]
+    done = subprocess.run(
+        [*command, "--timeout", "120000", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=ROOT,
+        env=env,
+    )
+    results = list(out.glob(f"{scenario}-*/checks.json"))
+    assert len(results) == 1, f"no checks written:\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
+    checks = json.loads(results[0].read_text())
+    return {check["id"]: check for check in checks if check["status"] != "INFO"}
+
+
+def test_the_sse_retry_client_scenario_ends_the_same_through_tracecard(tmp_path: Path) -> None:
+    direct = _run_client_scenario("sse-retry", tmp_path / "direct", None)
+    proxied = _run_client_scenario("sse-retry", tmp_path / "proxied", tmp_path / "tracecard")
+    checks = {
+        "client-sse-graceful-reconnect",
+        "client-sse-retry-timing",
+        "client-sse-last-event-id",
+    }
+    assert direct.keys() == proxied.keys() == checks
+    for check in ("client-sse-graceful-reconnect", "client-sse-last-event-id"):
+        assert direct[check]["status"] == proxied[check]["status"] == "SUCCESS", proxied[check]
+    # the suite times the reconnection; a loaded machine may make it late either way, but it
+    # is never early (tracecard passes the upstream's `retry` on, it does not reconnect itself)
+    for timing in (direct["client-sse-retry-timing"], proxied["client-sse-retry-timing"]):
+        assert timing["details"]["tooEarly"] is False, timing
+    spans = json.loads((tmp_path / "tracecard" / "spans.json").read_text())
+    call = next(span for span in spans if span["name"] == "tools/call test_reconnection")
+    # the answer came on the resumed GET stream and closed the original call's span
+    assert call["ended"] and call["status_code"] != 2 and call["error_type"] is None
+    assert "Reconnection test completed" in call["attributes"]["gen_ai.tool.call.result"]
+    session = {
+        span["attributes"]["tracecard.run.id"]
+        for span in spans
+        if span["attributes"].get("mcp.session.id") and span["name"] != "server/discover"
+    }
+    assert len(session) == 1, spans  # the whole session, initialize included, is one run
