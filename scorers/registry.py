@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_MODULES",
     "ENTRY_POINT_GROUP",
+    "MAX_COMPONENT_LENGTH",
     "RegistryError",
     "ScorerInfo",
     "ScorerRegistry",
@@ -45,6 +46,9 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "tracecard.scorers.composite",
 )
 _ATTR = "__tracecard_scorer__"
+# The longest component name the database stores (the scores and verdicts columns; equal to
+# tracecard.traces.models.COMPONENT_MAX_LENGTH, not imported: this layer loads no SQLAlchemy).
+MAX_COMPONENT_LENGTH = 128
 
 TraceScorer = Callable[["Task", Sequence[Span], RunFacts], ComponentScore]
 DerivedScorer = Callable[[Sequence[ComponentScore]], ComponentScore]
@@ -98,6 +102,13 @@ class ScorerRegistry:
     def register(self, item: ScorerInfo | Callable[..., ComponentScore]) -> ScorerInfo:
         """Add a scorer; the same name with a different function is an error."""
         info = item if isinstance(item, ScorerInfo) else scorers_in(item)[0]
+        if not info.component or len(info.component) > MAX_COMPONENT_LENGTH:
+            raise RegistryError(
+                f"scorer {info.name!r} ({info.fn.__module__}): component name "
+                f"{info.component[:40]!r}{'…' if len(info.component) > 40 else ''} is "
+                f"{len(info.component)} characters; component names are 1 to "
+                f"{MAX_COMPONENT_LENGTH} characters (the longest the database stores)"
+            )
         known = self._by_name.get(info.name)
         if known is not None and known.fn is not info.fn:
             raise RegistryError(f"scorer name {info.name!r} is already registered by {known.fn}")

@@ -23,6 +23,9 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 U64 = 1 << 64
+# The longest component name the scores and verdicts tables hold (migration c5e7a2d94b31);
+# the scorer registry refuses longer ones (tracecard.scorers.registry.MAX_COMPONENT_LENGTH).
+COMPONENT_MAX_LENGTH = 128
 _I64_MAX = (1 << 63) - 1
 
 
@@ -161,7 +164,7 @@ class ScoreRow(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(max_length=32)
-    component: str = Field(max_length=32)
+    component: str = Field(max_length=COMPONENT_MAX_LENGTH)
     value: float | None = None
     passed: bool | None = None
     evidence: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
@@ -179,7 +182,7 @@ class VerdictRow(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(max_length=32)
-    component: str = Field(max_length=32)
+    component: str = Field(max_length=COMPONENT_MAX_LENGTH)
     agree: bool
     note: str | None = Field(default=None, sa_column=Column(Text))
     author: str | None = None

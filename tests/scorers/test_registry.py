@@ -124,3 +124,24 @@ def test_the_registry_is_the_one_list_of_components() -> None:
     assert check_component("outcome") == "outcome"
     with pytest.raises(ValueError, match="unknown component 'vibes'.*invocation, completion"):
         check_component("vibes")
+
+
+def test_a_component_name_longer_than_the_database_holds_is_refused() -> None:
+    def make(component: str) -> ComponentScore:
+        return ComponentScore(component=component, value=None, passed=None, scorer="x", version="1")
+
+    longest = "c" * 128
+    registry = ScorerRegistry()
+
+    @scorer(name="fits", component=longest, version="1")
+    def fits(task: object, spans: object, facts: object) -> ComponentScore:
+        return make(longest)
+
+    @scorer(name="too-long", component=longest + "c", version="1")
+    def too_long(task: object, spans: object, facts: object) -> ComponentScore:
+        return make(longest + "c")
+
+    registry.register(fits)
+    with pytest.raises(RegistryError, match="is 129 characters; component names are 1 to 128"):
+        registry.register(too_long)
+    assert registry.components() == [longest]

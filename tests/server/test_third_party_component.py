@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import textwrap
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 from rich.console import Console
 
+from tests.support.plugins import installed_scorer
 from tracecard.scorers import registry as scorer_registry
 from tracecard.server.app import create_app
 from tracecard.server.cli.main import main
@@ -57,27 +57,10 @@ def score_tone(task, spans, facts):
 @pytest.fixture
 def tone_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Install the `tone` scorer as a distribution with an entry point (what pip would do)."""
-    site = tmp_path / "site"
-    (site / "tone_scorer").mkdir(parents=True)
-    (site / "tone_scorer" / "__init__.py").write_text(TONE_MODULE)
-    info = site / "tone_scorer-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tone-scorer\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(
-        textwrap.dedent(
-            """
-            [tracecard.scorers]
-            tone = tone_scorer:score_tone
-            """
-        )
-    )
-    monkeypatch.syspath_prepend(str(site))
-    scorer_registry._default_scorers.cache_clear()
-    try:
+    with installed_scorer(
+        tmp_path, monkeypatch, "tone_scorer", TONE_MODULE, "tone = tone_scorer:score_tone"
+    ):
         yield
-    finally:
-        monkeypatch.undo()
-        scorer_registry._default_scorers.cache_clear()
 
 
 async def _experiment(client: AsyncTestClient, name: str, answers: list[str]) -> dict[str, Any]:
