@@ -8,7 +8,7 @@ the caller lists each upstream's tools (or says it could not) and gets the findi
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from .spec import ToolProbe
@@ -69,13 +69,17 @@ def check_tools(
     listings: Mapping[str, Sequence[str] | None],
     source: str = "",
     unreachable: Mapping[str, str] | None = None,
+    verifier_only: Mapping[str, Collection[str]] | None = None,
 ) -> list[ToolFinding]:
     """Findings for `suite` given each upstream's tool names (None: not an MCP tool server,
     e.g. a plain HTTP upstream, so nothing to check). `unreachable` maps upstreams that could
-    not be asked to why: a warning each, and their tools are not checked."""
+    not be asked to why: a warning each, and their tools are not checked. `verifier_only` maps
+    upstreams to their verifier-only tools (listed, but hidden from agents): only probes may
+    name them."""
     unreachable = unreachable or {}
     where = f"{source}: " if source else ""
-    findings = [
+    findings = _verifier_only_findings(suite, listings, verifier_only or {}, where)
+    findings += [
         ToolFinding(
             "warning",
             f"{where}upstream {name!r} could not be asked for its tools ({why}); "
@@ -101,4 +105,40 @@ def check_tools(
                 f"{servers}{hint}; the server lists: {', '.join(offered) or 'no tools'}",
             )
         )
+    return findings
+
+
+def _verifier_only_findings(
+    suite: Suite,
+    listings: Mapping[str, Sequence[str] | None],
+    verifier_only: Mapping[str, Collection[str]],
+    where: str,
+) -> list[ToolFinding]:
+    """A verifier-only tool the upstream does not list (a typo would hide nothing), and one an
+    agent is expected to call or is allowed (it never sees it)."""
+    findings = [
+        ToolFinding(
+            "warning",
+            f"{where}upstream {name!r}: verifier_tools names {tool!r}, which its tools/list "
+            "does not have",
+        )
+        for name, tools in sorted(verifier_only.items())
+        if listings.get(name) is not None
+        for tool in sorted(tools)
+        if tool not in (listings[name] or ())
+    ]
+    for ref in tool_references(suite):
+        if ".probes[" in ref.field or ref.field.startswith("outcome.probes"):
+            continue
+        names = ref.upstreams or tuple(verifier_only)
+        hiding = [n for n in names if ref.tool in verifier_only.get(n, ())]
+        if hiding:
+            findings.append(
+                ToolFinding(
+                    "error",
+                    f"{where}task {ref.task_id!r}: {ref.field}: {ref.tool!r} is a verifier-only "
+                    f"tool of {', '.join(map(repr, hiding))} (verifier_tools): agents never see "
+                    "it, only probes may use it",
+                )
+            )
     return findings

@@ -63,6 +63,9 @@ class UpstreamSettings(BaseModel):
     timeout_s: float | None = None  # overrides the global upstream timeout
     headers: dict[str, str] = Field(default_factory=dict)  # added to every forwarded request
     redact: bool = True  # false: store argument/result values in clear (fake benchmark secrets)
+    # tools for probes only: hidden from agents' tools/list, refused to their tools/call
+    # (server/proxy/visibility.py); tracecard's verifier traffic sees and calls them
+    verifier_tools: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamSettings:
@@ -72,6 +75,10 @@ class UpstreamSettings(BaseModel):
             raise ValueError(f"kind must be one of {', '.join(map(repr, UPSTREAM_KINDS))}")
         if self.kind != "mcp" and self.url is None:
             raise ValueError(f"a {self.kind!r} upstream needs `url`")
+        if self.verifier_tools and self.kind != "mcp":
+            raise ValueError("`verifier_tools` needs an MCP upstream (kind = \"mcp\")")
+        if any(not name.strip() for name in self.verifier_tools):
+            raise ValueError("`verifier_tools` holds an empty tool name")
         return self
 
 

@@ -82,6 +82,8 @@ RPC_RESULT: Final = (
 TOOL_IS_ERROR: Final = "tracecard.tool.is_error"  # bool, tools/call result had isError
 TOOL_ANNOTATIONS: Final = "tracecard.tool.annotations"  # JSON text, from tools/list, on tools/call
 BLOCKED_RULE: Final = "tracecard.blocked.rule"  # safety rule id that blocked the call (enforce)
+# on an agent's tools/list span: the upstream's verifier-only tools tracecard took out of the answer
+TOOLS_HIDDEN: Final = "tracecard.tools.hidden"
 PROBE_ID: Final = "tracecard.probe.id"  # verifier spans: which probe of the task
 PROBE_KIND: Final = "tracecard.probe.kind"  # "tool" | "http" | "file"
 PROBE_VALUE: Final = "tracecard.probe.value"  # JSON text: what the probe observed
@@ -105,6 +107,7 @@ ERR_TIMEOUT: Final = "timeout"
 ERR_UNAVAILABLE: Final = "upstream_unavailable"
 ERR_PROTOCOL: Final = "upstream_protocol_error"
 ERR_BLOCKED: Final = "blocked"
+ERR_VERIFIER_ONLY: Final = "verifier_only_tool"  # an agent called a verifier-only tool
 
 # --- evaluation events (scores written onto the run's root span) -------------------------------
 EVAL_EVENT_NAME: Final = "gen_ai.evaluation.result"

@@ -107,7 +107,9 @@ async def check_suite_tools(
     used = sorted({u for t in suite.tasks for u in t.upstreams} | _probe_upstreams(suite))
     names = used or sorted(settings.upstreams)
     listings = await list_upstream_tools(settings, names)
-    return check_tools(suite, listings.names(), source, listings.unreachable), listings
+    hidden = {n: settings.upstreams[n].verifier_tools for n in names if n in settings.upstreams}
+    findings = check_tools(suite, listings.names(), source, listings.unreachable, hidden)
+    return findings, listings
 
 
 def _probe_upstreams(suite: Suite) -> set[str]:

@@ -8,6 +8,7 @@ from tracecard.server.asgi import CODE_BLOCKED, Send, jsonrpc_error, send_jsonrp
 from tracecard.server.proxy.calls import Calls
 from tracecard.server.proxy.forward import RequestHeaders
 from tracecard.server.proxy.state import ProxyState
+from tracecard.server.proxy.visibility import hidden_for, mark_list, refuse
 from tracecard.traces import semconv
 
 Started = list[tuple[dict[str, Any], Any]]  # (message, its PendingCall) per request sent
@@ -21,18 +22,28 @@ async def enforce_calls(
     headers: RequestHeaders,
     batch: bool,
 ) -> bool:
-    """True when a call was blocked and the agent has been answered (nothing is forwarded)."""
+    """True when a call was blocked and the agent has been answered (nothing is forwarded).
+
+    An agent's call of a verifier-only tool is refused here too (server/proxy/visibility.py)."""
     enforce = state.runtime.hooks.enforce
-    if enforce is None:
-        return False
     upstream = calls.exchange.upstream
+    hidden = hidden_for(state.runtime.settings.upstreams.get(upstream), headers.role)
+    if enforce is None and not hidden:
+        return False
     verdicts: dict[int, Any] = {}
+    refused: dict[int, str] = {}
     for index, (message, pending) in enumerate(started):
+        mark_list(pending, hidden)
         if pending.method != "tools/call":
             continue
         found = message.get("params")
         params: dict[str, Any] = found if isinstance(found, dict) else {}
         tool = str(params.get("name"))
+        if tool in hidden:
+            refused[index] = tool
+            continue
+        if enforce is None:
+            continue
         decision = enforce(
             calls.exchange.run,
             upstream,
@@ -42,16 +53,21 @@ async def enforce_calls(
         )
         if decision is not None:
             verdicts[index] = decision
-    if not verdicts:
+    if not verdicts and not refused:
         return False
     replies = []  # a batch with one blocked call is not forwarded at all: no partial effects
     for index, (_message, pending) in enumerate(started):
         decision = verdicts.get(index)
+        if index in refused:
+            reply = refuse(state.recorder, pending, refused[index], upstream)
+            if pending.request_id is not None:
+                replies.append(reply)
+            continue
         if decision is not None:
             text = f"blocked by tracecard rule {decision.rule_id}: {decision.message}"
             state.recorder.block(pending, str(decision.rule_id), text)
         else:
-            text = "not forwarded: another call in this batch was blocked"
+            text = "not forwarded: another call in this batch was blocked or refused"
             state.recorder.fail(pending, semconv.ERR_BLOCKED, text)
         if pending.request_id is not None:
             rule = decision.rule_id if decision is not None else None

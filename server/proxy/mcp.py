@@ -54,6 +54,7 @@ from tracecard.server.proxy.relay import (
 )
 from tracecard.server.proxy.sessions import choose_run
 from tracecard.server.proxy.state import ProxyState, Upstream
+from tracecard.server.proxy.visibility import filter_body, filtering_sse, hidden_for
 from tracecard.server.recording.recorder import Exchange, parse_json
 from tracecard.server.runs.registry import RunInfo
 from tracecard.traces import semconv
@@ -213,6 +214,10 @@ async def _forward_post(
 ) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + upstream.timeout_s
+    hidden = hidden_for(upstream.settings, headers.role)
+    lists = [key for key, p in calls.requests.items() if p.method == "tools/list"] if hidden else []
+    if lists:  # the answer is rewritten: ask for it uncompressed
+        headers.forward = [*_without_encoding(headers.forward), ("accept-encoding", "identity")]
     try:
         response = await _open(state, "POST", upstream, scope, headers, body)
     except TIMEOUT_ERRORS:
@@ -238,6 +243,8 @@ async def _forward_post(
     if is_sse:
         await _send_stream_head(send, response)
         close_notifications(state, calls)
+        if lists:
+            send = filtering_sse(send, lists, hidden)
         await relay_sse(state, calls, response, receive, send, deadline)
         record_agent_replies(state, calls)
         end_unparsable(calls, status)
@@ -256,7 +263,8 @@ async def _forward_post(
         record_agent_replies(state, calls)
         return
     if relayed.whole:
-        await send_whole(send, response, relayed.kept)
+        shown = filter_body(relayed.kept, lists, hidden) if lists else None
+        await send_whole(send, response, relayed.kept if shown is None else shown)
     # --- the agent has its answer; everything below is recording only ---
     record_agent_replies(state, calls)
     end_unparsable(calls, status)
@@ -274,6 +282,10 @@ async def _forward_post(
     elif calls.requests:
         fail_open(state, calls, semconv.ERR_PROTOCOL, f"HTTP {status} without a JSON-RPC response")
     close_notifications(state, calls)
+
+
+def _without_encoding(forward: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [(name, value) for name, value in forward if name.lower() != "accept-encoding"]
 
 
 async def _send_stream_head(send: Send, response: httpx.Response) -> None:

@@ -35,6 +35,7 @@ from tracecard.server.asgi import (
     send_json,
     wait_disconnect,
 )
+from tracecard.server.proxy import visibility
 from tracecard.server.proxy.forward import client_key
 from tracecard.server.proxy.sessions import IdleLru
 from tracecard.server.recording.recorder import Exchange, Recorder, is_verifier
@@ -197,15 +198,22 @@ class StdioBridge:
         exchange: Exchange,
         sink: Any = None,
     ) -> dict[str, Any]:
-        """Forward a request; every failure becomes a JSON-RPC error for the agent."""
+        """Forward a request, failures as JSON-RPC errors; verifier-only tools stay hidden."""
+        hidden = visibility.hidden_for(self.runtime.settings.upstreams.get(upstream), exchange.role)
+        if (refusal := visibility.refusal(self.recorder, message, exchange, hidden)) is not None:
+            return refusal
         try:
             process = await self._process(upstream, exchange)
         except UpstreamError as exc:
             pending = self.recorder.start(message, exchange)
             self.recorder.fail(pending, exc.error_type, str(exc))
             return jsonrpc_error(message.get("id"), CODE_UPSTREAM, str(exc))
+        pending = visibility.start(self.recorder, message, exchange, hidden)
         try:
-            return await process.call(message, exchange, self.pool.timeout(upstream), sink)
+            reply = await process.call(
+                message, exchange, self.pool.timeout(upstream), sink, pending
+            )
+            return visibility.shown(reply, pending, hidden)
         except UpstreamError as exc:
             if exc.error_type == semconv.ERR_TIMEOUT:
                 asyncio.get_running_loop().create_task(
