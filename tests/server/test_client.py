@@ -1,4 +1,5 @@
-"""TracecardClient against a real server, and the example of docs/client.md, run as written."""
+"""TracecardClient against tracecard in process (the app as served, no socket), and the example of
+docs/client.md run as written against a real server."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import httpx
 import pytest
 
 from tests.examples.helpers import ROOT, code_blocks
+from tests.support.in_process import InProcessTracecard, in_process_tracecard
 from tests.support.tracecard import RunningServer, running_tracecard
 from tracecard.client import TracecardClient, TracecardError
 from tracecard.server.settings import Settings
@@ -28,15 +30,22 @@ SUITE = {
 
 
 @pytest.fixture
-def server(settings: Settings) -> Iterator[RunningServer]:
+def server(settings: Settings) -> Iterator[InProcessTracecard]:
+    with in_process_tracecard(settings) as tracecard:
+        yield tracecard
+
+
+@pytest.fixture
+def served(settings: Settings) -> Iterator[RunningServer]:
+    """A real server, for the example script (a process of its own)."""
     with running_tracecard(settings) as running:
         yield running
 
 
-def test_a_whole_experiment_through_the_client(server: RunningServer, tmp_path: Path) -> None:
+def test_a_whole_experiment_through_the_client(server: InProcessTracecard, tmp_path: Path) -> None:
     suite_file = tmp_path / "tiny.json"
     suite_file.write_text(json.dumps(SUITE))
-    with TracecardClient(server.url) as tc:
+    with TracecardClient(server.url, transport=server.transport) as tc:
         assert tc.health()["status"] == "ok"
         stored = tc.add_suite(str(suite_file))
         assert stored["name"] == "tiny" and stored["tasks"] == ["greet", "count"]
@@ -66,8 +75,8 @@ def test_a_whole_experiment_through_the_client(server: RunningServer, tmp_path: 
         assert tc.viewer_url(experiment.id) == f"{server.url}/experiments/{experiment.id}"
 
 
-def test_errors_carry_the_servers_reason(server: RunningServer) -> None:
-    with TracecardClient(server.url) as tc:
+def test_errors_carry_the_servers_reason(server: InProcessTracecard) -> None:
+    with TracecardClient(server.url, transport=server.transport) as tc:
         with pytest.raises(TracecardError) as missing:
             tc.create_experiment("no-such-suite", {"name": "x"})
         assert missing.value.status_code == 404 and "no-such-suite" in missing.value.detail
@@ -102,13 +111,13 @@ def test_finish_sends_the_reason() -> None:
     ]
 
 
-def test_docs_client_example_runs_as_written(server: RunningServer, tmp_path: Path) -> None:
+def test_docs_client_example_runs_as_written(served: RunningServer, tmp_path: Path) -> None:
     (example,) = code_blocks(ROOT / "docs" / "client.md", "python")
     script = tmp_path / "harness.py"
     script.write_text(example)
     result = subprocess.run(
         [sys.executable, str(script)],
-        env={**os.environ, "TRACECARD_URL": server.url, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "TRACECARD_URL": served.url, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=60,
@@ -121,9 +130,9 @@ def test_docs_client_example_runs_as_written(server: RunningServer, tmp_path: Pa
     assert "Scorecard: arithmetic · sloppy" in result.stdout
 
 
-def test_path_and_text_are_explicit(server: RunningServer, tmp_path: Path) -> None:
+def test_path_and_text_are_explicit(server: InProcessTracecard, tmp_path: Path) -> None:
     # #14.12: a mistyped path is an error, never "TOML text"
-    with TracecardClient(server.url) as tc:
+    with TracecardClient(server.url, transport=server.transport) as tc:
         with pytest.raises(FileNotFoundError, match="suites/typo.toml: no such suite file"):
             tc.add_suite("suites/typo.toml")
         with pytest.raises(FileNotFoundError, match="no such suite file"):
@@ -147,12 +156,12 @@ def test_an_unreachable_server_says_so(tmp_path: Path) -> None:
 
 
 def test_list_experiments_follows_the_pages(
-    server: RunningServer, monkeypatch: pytest.MonkeyPatch
+    server: InProcessTracecard, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import tracecard.client
 
     monkeypatch.setattr(tracecard.client, "PAGE_SIZE", 2)
-    with TracecardClient(server.url) as tc:
+    with TracecardClient(server.url, transport=server.transport) as tc:
         tc.add_suite_text(json.dumps(SUITE))
         made = [tc.create_experiment("tiny", {"name": f"c{i}"}).id for i in range(5)]
         listed = tc.list_experiments()
@@ -160,17 +169,18 @@ def test_list_experiments_follows_the_pages(
         assert {e["config"]["name"] for e in listed} == {f"c{i}" for i in range(5)}
         assert tc.list_experiments(suite="tiny")[0]["suite"] == "tiny"
         assert tc.list_experiments(suite="other") == []
-    page = httpx.get(f"{server.url}/api/experiments", params={"limit": 2}).json()
+    http = server.client
+    page = http.get("/api/experiments", params={"limit": 2}).json()
     assert len(page["experiments"]) == 2 and page["next_offset"] == 2
-    last = httpx.get(f"{server.url}/api/experiments", params={"offset": 4, "limit": 2}).json()
+    last = http.get("/api/experiments", params={"offset": 4, "limit": 2}).json()
     assert len(last["experiments"]) == 1 and last["next_offset"] is None
-    assert httpx.get(f"{server.url}/api/experiments", params={"limit": 0}).status_code == 400
+    assert http.get("/api/experiments", params={"limit": 0}).status_code == 400
 
 
-async def test_the_async_client_does_the_same(server: RunningServer) -> None:
+async def test_the_async_client_does_the_same(server: InProcessTracecard) -> None:
     from tracecard import AsyncTracecardClient
 
-    async with AsyncTracecardClient(server.url) as tc:
+    async with AsyncTracecardClient(server.url, transport=server.transport) as tc:
         assert (await tc.health())["status"] == "ok"
         await tc.add_suite_text(json.dumps(SUITE))
         experiment = await tc.create_experiment("tiny", {"name": "async"}, trials=1)

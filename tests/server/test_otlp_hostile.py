@@ -1,5 +1,6 @@
-"""Hostile OTLP input against a real tracecard on real SQLite and real PostgreSQL: schema errors
-are 400 naming the field, NUL and u64 times are stored, the span cap is a 413 that says so."""
+"""Hostile OTLP input against tracecard (in process: the app as served, no socket) on real SQLite
+and real PostgreSQL: schema errors are 400 naming the field, NUL and u64 times are stored, the
+span cap is a 413 that says so."""
 
 from __future__ import annotations
 
@@ -12,31 +13,28 @@ import httpx
 import orjson
 import pytest
 
-from tests.support.tracecard import RunningServer, running_tracecard
+from tests.support.in_process import InProcessTracecard, in_process_tracecard
 from tracecard.server.settings import Settings
 
 MAX_SPANS = 50
 
 
 @pytest.fixture
-def server(db_url: str, tmp_path: Path) -> Iterator[RunningServer]:
+def server(db_url: str, tmp_path: Path) -> Iterator[InProcessTracecard]:
     settings = Settings(
         db=db_url,
         sandbox_root=str(tmp_path / "sandboxes"),
         otlp_max_spans=MAX_SPANS,
         recording={"batch_delay_ms": 50},
     )
-    with running_tracecard(settings) as running:
-        yield running
+    with in_process_tracecard(settings) as tracecard:
+        yield tracecard
 
 
-def _post(server: RunningServer, document: Any, **headers: str) -> httpx.Response:
+def _post(server: InProcessTracecard, document: Any, **headers: str) -> httpx.Response:
     body = document if isinstance(document, bytes) else orjson.dumps(document)
-    return httpx.post(
-        f"{server.url}/v1/traces",
-        content=body,
-        headers={"content-type": "application/json", **headers},
-        timeout=30,
+    return server.client.post(
+        "/v1/traces", content=body, headers={"content-type": "application/json", **headers}
     )
 
 
@@ -55,14 +53,14 @@ def _document(*spans: dict[str, Any]) -> dict[str, Any]:
     return {"resourceSpans": [{"scopeSpans": [{"spans": list(spans)}]}]}
 
 
-def _new_run(server: RunningServer, config_name: str = "hostile") -> dict[str, Any]:
-    response = httpx.post(f"{server.url}/api/runs", json={"config": {"name": config_name}})
+def _new_run(server: InProcessTracecard, config_name: str = "hostile") -> dict[str, Any]:
+    response = server.client.post("/api/runs", json={"config": {"name": config_name}})
     assert response.status_code == 201, response.text
     return dict(response.json())
 
 
-def _spans(server: RunningServer, run_id: str) -> dict[str, dict[str, Any]]:
-    response = httpx.get(f"{server.url}/api/runs/{run_id}/spans", timeout=30)
+def _spans(server: InProcessTracecard, run_id: str) -> dict[str, dict[str, Any]]:
+    response = server.client.get(f"/api/runs/{run_id}/spans")
     assert response.status_code == 200, response.text
     return {s["name"]: s for s in response.json()["spans"]}
 
@@ -87,14 +85,16 @@ MALFORMED = [
 ]
 
 
-def test_malformed_containers_are_400_naming_the_field(server: RunningServer) -> None:
+def test_malformed_containers_are_400_naming_the_field(server: InProcessTracecard) -> None:
     for document, field in MALFORMED:
         response = _post(server, document)
         assert response.status_code == 400, (document, response.text)
         assert field in response.json()["message"], document
 
 
-def test_nul_in_span_names_attributes_and_config_names_is_stored(server: RunningServer) -> None:
+def test_nul_in_span_names_attributes_and_config_names_is_stored(
+    server: InProcessTracecard,
+) -> None:
     run = _new_run(server, config_name="agent\x00v2")
     assert run["id"]
     attributes = [{"key": "prompt\x00", "value": {"stringValue": "a\x00b"}}]
@@ -111,7 +111,7 @@ def test_nul_in_span_names_attributes_and_config_names_is_stored(server: Running
     assert stored[name]["attributes"]["prompt" + name[4]] == "a" + name[4] + "b"
 
 
-def test_u64_times_are_stored_without_loss(server: RunningServer) -> None:
+def test_u64_times_are_stored_without_loss(server: InProcessTracecard) -> None:
     run = _new_run(server)
     top = str((1 << 64) - 1)
     document = _document(
@@ -124,8 +124,9 @@ def test_u64_times_are_stored_without_loss(server: RunningServer) -> None:
     assert response.status_code == 200, response.text
     partial = response.json()["partialSuccess"]
     assert partial["rejectedSpans"] == "1"
-    assert "spans[2] ('beyond'): `startTimeUnixNano` must be an unsigned 64-bit" in (
-        partial["errorMessage"]
+    assert (
+        "spans[2] ('beyond'): `startTimeUnixNano` must be an unsigned 64-bit"
+        in (partial["errorMessage"])
     )
     stored = _spans(server, run["id"])
     assert stored["at-2^63"]["start_time_unix_nano"] == 1 << 63
@@ -134,7 +135,7 @@ def test_u64_times_are_stored_without_loss(server: RunningServer) -> None:
     assert "ordinary" in stored and "beyond" not in stored
 
 
-def test_too_many_spans_is_413_that_says_what_to_change(server: RunningServer) -> None:
+def test_too_many_spans_is_413_that_says_what_to_change(server: InProcessTracecard) -> None:
     run = _new_run(server)
     spans = [_span(f"s{i}", traceId=run["trace_id"]) for i in range(MAX_SPANS + 1)]
     response = _post(server, _document(*spans), **{"tracecard-run": run["id"]})
@@ -148,12 +149,12 @@ def test_too_many_spans_is_413_that_says_what_to_change(server: RunningServer) -
     assert sum(name.startswith("s") for name in _spans(server, run["id"])) == MAX_SPANS
 
 
-def test_healthz_reports_what_the_recorder_did(server: RunningServer) -> None:
+def test_healthz_reports_what_the_recorder_did(server: InProcessTracecard) -> None:
     run = _new_run(server)
-    finished = httpx.post(f"{server.url}/api/runs/{run['id']}/finish", json={}, timeout=30)
+    finished = server.client.post(f"/api/runs/{run['id']}/finish", json={})
     assert finished.status_code in (200, 201), finished.text
     _spans(server, run["id"])  # reading a run's spans flushes the recorder
-    health = httpx.get(f"{server.url}/healthz").json()
+    health = server.client.get("/healthz").json()
     assert health["status"] == "ok"
     recording = health["recording"]
     assert recording["spooled"] >= 1 and recording["stored"] == recording["spooled"]

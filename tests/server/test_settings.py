@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.support.tracecard import running_tracecard
+from tests.support.in_process import in_process_tracecard
 from tracecard.server.settings import ConfigError, Settings, find_config, load_settings
 
 TOML = """
@@ -59,19 +58,21 @@ def test_binding_beyond_loopback_needs_a_token() -> None:
 
 def test_with_a_token_the_api_and_the_proxy_need_it(tmp_path: Path) -> None:
     settings = Settings(db=f"sqlite:///{tmp_path / 'db.sqlite'}", api_token="s3cret")
-    with running_tracecard(settings) as running:
-        assert httpx.get(f"{running.url}/healthz").status_code == 200  # open for probes
-        assert httpx.post(f"{running.url}/api/runs", json={}).status_code == 401
-        assert httpx.post(f"{running.url}/mcp/x", json={}).status_code == 401
+    with in_process_tracecard(settings) as tracecard:
+        http = tracecard.client
+        assert http.get("/healthz").status_code == 200  # open for probes
+        assert http.post("/api/runs", json={}).status_code == 401
+        assert http.post("/mcp/x", json={}).status_code == 401
         bearer = {"Authorization": "Bearer s3cret"}
-        assert httpx.post(f"{running.url}/api/runs", json={}, headers=bearer).status_code == 201
+        assert http.post("/api/runs", json={}, headers=bearer).status_code == 201
         header = {"Tracecard-Token": "s3cret"}
-        assert httpx.post(f"{running.url}/mcp/x", json={}, headers=header).status_code == 404
+        assert http.post("/mcp/x", json={}, headers=header).status_code == 404
 
 
 def test_a_browser_signs_in_with_the_token(tmp_path: Path) -> None:
     settings = Settings(db=f"sqlite:///{tmp_path / 'db.sqlite'}", api_token="s3cret")
-    with running_tracecard(settings) as running, httpx.Client(base_url=running.url) as browser:
+    with in_process_tracecard(settings) as tracecard:
+        browser = tracecard.client
         page = browser.get("/", headers={"Accept": "text/html"})
         assert page.status_code == 303 and page.headers["location"] == "/login"
         form = browser.get("/login")

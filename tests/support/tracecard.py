@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 
@@ -47,9 +48,7 @@ def serving(
     the one running-server helper every in-process test server goes through."""
     config.host, config.port = "127.0.0.1", port_of(sock)
     server = TracecardServer(config)  # drains like `tracecard serve`
-    thread = threading.Thread(
-        target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True
-    )
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
@@ -85,7 +84,11 @@ def running_tracecard(
 
 def runtime_of(running: RunningServer) -> Runtime:
     """The live runtime of a running tracecard (tests set hooks such as `enforce` on it)."""
-    app = running.server.config.app
+    return runtime_in(running.server.config.app)
+
+
+def runtime_in(app: Any) -> Runtime:
+    """The runtime of the app as served (`asgi_app`), once its lifespan has started."""
     while not hasattr(app, "state"):  # token guard -> proxy router -> Litestar
         app = app.app
     runtime: Runtime = app.state.runtime
