@@ -11,7 +11,15 @@ from tracecard.traces import semconv as sc
 from ._json import parse_json_text
 from .types import Span
 
-__all__ = ["ProbeObservation", "ToolCall", "agent_calls", "probe_observations", "tool_annotations"]
+__all__ = [
+    "ProbeObservation",
+    "ToolCall",
+    "agent_calls",
+    "probe_observations",
+    "reported_calls",
+    "reported_only",
+    "tool_annotations",
+]
 
 TOOLS_CALL = "tools/call"
 TOOLS_LIST = "tools/list"
@@ -86,9 +94,15 @@ def _tool_name(span: Span, attrs: dict[str, Any]) -> str | None:
     return span_name[len(prefix) :] if span_name.startswith(prefix) else None
 
 
-def _as_call(span: Span) -> ToolCall | None:
+def reported_only(attrs: dict[str, Any]) -> bool:
+    """An ingested span that looks like a recorded call but that tracecard did not observe
+    (no proxy, bridge or `tracecard wrap` saw it): shown, never evidence."""
+    return attrs.get(sc.EVIDENCE) == sc.EVIDENCE_AGENT_REPORTED
+
+
+def _as_call(span: Span, reported: bool = False) -> ToolCall | None:
     attrs = _attrs(span)
-    if attrs.get(sc.ROLE) != sc.ROLE_AGENT:
+    if attrs.get(sc.ROLE) != sc.ROLE_AGENT or reported_only(attrs) != reported:
         return None
     truncated = bool(attrs.get(sc.TRUNCATED))
     method = attrs.get(sc.MCP_METHOD_NAME)
@@ -144,8 +158,14 @@ def _as_call(span: Span) -> ToolCall | None:
 
 
 def agent_calls(spans: Iterable[Span]) -> list[ToolCall]:
-    """Tool calls made by the agent (role `agent` only), ordered by start time."""
+    """Tool calls made by the agent (role `agent`, observed by tracecard), by start time."""
     calls = [call for span in spans if (call := _as_call(span)) is not None]
+    return sorted(calls, key=lambda c: c.start_ns)
+
+
+def reported_calls(spans: Iterable[Span]) -> list[ToolCall]:
+    """Tool calls only the agent's own spans claim (`tracecard.evidence = agent_reported`)."""
+    calls = [call for span in spans if (call := _as_call(span, reported=True)) is not None]
     return sorted(calls, key=lambda c: c.start_ns)
 
 
@@ -154,7 +174,7 @@ def tool_annotations(spans: Iterable[Span]) -> dict[tuple[str | None, str], dict
     found: dict[tuple[str | None, str], dict[str, Any]] = {}
     for span in sorted(spans, key=_start):
         attrs = _attrs(span)
-        if attrs.get(sc.MCP_METHOD_NAME) != TOOLS_LIST:
+        if attrs.get(sc.MCP_METHOD_NAME) != TOOLS_LIST or reported_only(attrs):
             continue
         listed = parse_json_text(attrs.get(sc.RPC_RESULT)).value
         tools = listed.get("tools") if isinstance(listed, dict) else None

@@ -18,6 +18,7 @@ import orjson
 from tracecard.traces import semconv as sc
 
 from ._json import parse_json_text
+from .calls import reported_only
 from .types import Span
 
 __all__ = ["DriftedTool", "ToolDrift", "definition_hash", "tool_definitions", "tool_drift"]
@@ -39,7 +40,7 @@ def tool_definitions(spans: Iterable[Span]) -> Definitions:
     found: Definitions = {}
     for span in spans:
         attrs = span.get("attributes") or {}
-        if attrs.get(sc.MCP_METHOD_NAME) != "tools/list":
+        if attrs.get(sc.MCP_METHOD_NAME) != "tools/list" or reported_only(attrs):
             continue
         listed = parse_json_text(attrs.get(sc.RPC_RESULT)).value
         tools = listed.get("tools") if isinstance(listed, dict) else None

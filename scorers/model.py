@@ -17,7 +17,7 @@ from typing import Any
 from tracecard.traces import semconv as sc
 
 from ._json import canonical_json, parse_json_text
-from .calls import ToolCall, agent_calls
+from .calls import ToolCall, agent_calls, reported_only
 from .types import Span
 
 __all__ = [
@@ -255,7 +255,7 @@ def tool_names(spans: Iterable[Span]) -> set[str]:
     names = {call.tool for call in agent_calls(span_list)}
     for span in span_list:
         attrs = span.get("attributes") or {}
-        if attrs.get(sc.MCP_METHOD_NAME) != "tools/list":
+        if attrs.get(sc.MCP_METHOD_NAME) != "tools/list" or reported_only(attrs):
             continue
         listed = parse_json_text(attrs.get(sc.RPC_RESULT)).value
         tools = listed.get("tools") if isinstance(listed, dict) else None

@@ -18,7 +18,7 @@ from tracecard.server.api.runs import RunController
 from tracecard.server.evaluation.feature import HANDLERS as EVALUATION_HANDLERS
 from tracecard.server.evaluation.feature import install as install_evaluation
 from tracecard.server.proxy import ProxyRouter, proxy_lifespan
-from tracecard.server.recording.ingest import ingest_traces
+from tracecard.server.recording.ingest import ingest_traces, issue_wrap_credential
 from tracecard.server.recording.ingest import install as install_otlp_ingest
 from tracecard.server.runtime import Runtime, open_runtime
 from tracecard.server.security import SecurityGuard
@@ -78,6 +78,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
         RunController,
         *EVALUATION_HANDLERS,
         ingest_traces,
+        issue_wrap_credential,
         viewer_router(),
     ]
     app = Litestar(

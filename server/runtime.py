@@ -65,6 +65,7 @@ class Runtime:
     verifier_key: str = ""
     fingerprint_key: bytes = b""
     csrf_key: bytes = b""
+    wrap_key: bytes = b""  # the key of `tracecard wrap`'s per-run credentials
     # Set when the server starts shutting down: endless streams close, calls in flight finish.
     draining: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -147,6 +148,7 @@ async def open_runtime(settings: Settings, store: Store | None = None) -> AsyncI
             verifier_key=derive_key(secret, "verifier").hex(),
             fingerprint_key=derive_key(secret, "fingerprint"),
             csrf_key=derive_key(secret, "viewer csrf"),
+            wrap_key=derive_key(secret, "wrap"),
         )
         stack.push_async_callback(runtime.runs.drain)
         yield runtime

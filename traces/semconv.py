@@ -68,6 +68,10 @@ ROLE_VERIFIER: Final = "verifier"
 # A `Tracecard-Role` header the client sent (ignored for scoring: only the server's own probe
 # traffic, which presents the database's verifier key, is `verifier`); its value, cut short.
 ROLE_HEADER: Final = "tracecard.role.header"
+# On an ingested span that looks like tracecard's own recording (an MCP message, a tool call, a
+# tracecard role) but that tracecard did not observe: stored and shown, never scored.
+EVIDENCE: Final = "tracecard.evidence"
+EVIDENCE_AGENT_REPORTED: Final = "agent_reported"
 TRUNCATED: Final = "tracecard.truncated"  # bool: some payload attribute was cut
 REQUEST_BODY: Final = (
     "tracecard.request.body"  # raw request text when not JSON-RPC

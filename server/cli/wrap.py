@@ -63,16 +63,24 @@ class WrapRecorder:
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
         from tracecard.server.recording.recorder import Exchange, Recorder
+        from tracecard.server.recording.wrap_credential import WRAP_MAC, sign
         from tracecard.server.runs.registry import RunInfo, new_span_id, new_trace_id
         from tracecard.server.settings import RecordingSettings
         from tracecard.traces.exporter import readable_to_dict
+
+        ids = self._run_ids(args)
+        run_credential = ids[2] if ids else None
+        run_id = args.run or ""
 
         class _ToShipper(SpanExporter):
             def export(self, spans: Any) -> Any:
                 from opentelemetry.sdk.trace.export import SpanExportResult
 
                 for span in spans:
-                    shipper.put(readable_to_dict(span))
+                    shipped = readable_to_dict(span)
+                    if run_credential is not None:  # the MAC proves tracecard observed it
+                        shipped["attributes"][WRAP_MAC] = sign(run_credential, shipped, run_id)
+                    shipper.put(shipped)
                 return SpanExportResult.SUCCESS
 
         provider = TracerProvider(
@@ -83,23 +91,32 @@ class WrapRecorder:
         # values are redacted by the server when the spans arrive, under the database's key
         tracer = provider.get_tracer("tracecard.wrap")
         self.recorder = Recorder(tracer, RecordingSettings(), key=None)
-        trace_id, root = self._run_ids(args) or (new_trace_id(), new_span_id())
+        trace_id, root = ids[:2] if ids else (new_trace_id(), new_span_id())
         run = RunInfo(id=args.run or "", trace_id=trace_id, root_span_id=root)
         self.exchange = Exchange(run=run, upstream=args.upstream, transport="pipe")
         self.open: dict[tuple[str, str], Any] = {}
 
     @staticmethod
-    def _run_ids(args: argparse.Namespace) -> tuple[str, str] | None:
-        """The run's trace and root span, so the shim's spans hang under the run's root."""
+    def _run_ids(args: argparse.Namespace) -> tuple[str, str, str] | None:
+        """The run's trace and root span (the shim's spans hang under the run's root) and its
+        wrap credential (kept in this process only: never in the command's environment)."""
         if not (args.run and args.server):
             return None
         import httpx
 
+        base = f"{args.server.rstrip('/')}/api/runs/{args.run}"
         try:
-            response = httpx.get(f"{args.server.rstrip('/')}/api/runs/{args.run}", timeout=2.0)
-            run = response.json()
-            return str(run["trace_id"]), str(run["root_span_id"])
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            with httpx.Client(timeout=2.0, trust_env=False) as client:
+                run = client.get(base).json()
+                issued = client.post(f"{base}/wrap-credential").json()
+            return str(run["trace_id"]), str(run["root_span_id"]), str(issued["credential"])
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            log.warning(
+                "tracecard wrap: no credential for run %s (%s): its spans are stored as "
+                "agent-reported and not scored",
+                args.run,
+                exc,
+            )
             return None
 
     def line(self, direction: str, raw: bytes, seen_ns: int) -> None:

@@ -4,7 +4,9 @@ A request is answered only after its spans are committed. Each span joins a run 
 the `tracecard.run.id` (or baggage-copied `tracecard.run`) attribute on the span or its resource,
 the request's `Tracecard-Run` or `baggage: tracecard.run=<id>` header, or its trace id (the
 trace of a known run, or a trace the proxy has recorded a call in). Anything else is attached to
-an ad-hoc run per trace id: stored, never dropped.
+an ad-hoc run per trace id: stored, never dropped. A span that looks like tracecard's own
+recording of a call counts as evidence only with `tracecard wrap`'s MAC for the run it joined
+(`wrap_credential`); otherwise it is marked `tracecard.evidence = agent_reported`.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from typing import Any
 import anyio.to_thread
 from litestar import Request, Response, post
 from litestar.datastructures import State
+from litestar.exceptions import NotFoundException
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
 
 from tracecard.server.asgi import BAGGAGE_RUN_KEY, header_run
-from tracecard.server.recording.ingested import prepare
+from tracecard.server.recording.ingested import distrust, redact, take_macs
 from tracecard.server.recording.redaction import Redactor
+from tracecard.server.recording.wrap_credential import WRAP_MAC, credential
 from tracecard.server.runtime import Runtime
 from tracecard.traces import queries, semconv
 from tracecard.traces.otlp_ingest import (
@@ -150,8 +154,10 @@ class Ingest:
     async def commit(self, batch: DecodedBatch, headers: Mapping[str, str]) -> None:
         """Join and store every span; in chunks, so that a large request never has all its
         rows encoded at once (a retried request is harmless: inserts are idempotent)."""
-        prepare(batch.spans, self.redactor)
+        macs = take_macs(batch.spans)
+        redact(batch.spans, self.redactor)
         await self.join(batch.spans, headers)
+        distrust(batch.spans, macs, self.runtime.wrap_key)
         for start in range(0, len(batch.spans), INSERT_CHUNK):
             chunk = batch.spans[start : start + INSERT_CHUNK]
             await anyio.to_thread.run_sync(self.runtime.store.insert_spans, chunk)
@@ -242,6 +248,24 @@ async def ingest_traces(request: Request[Any, Any, Any], state: State) -> Respon
         status_code=200,
         media_type=media,
     )
+
+
+@post(
+    "/api/runs/{run_id:str}/wrap-credential",
+    tags=["runs"],
+    summary="The run's credential for `tracecard wrap` (it signs the spans it ships)",
+    status_code=200,
+)
+async def issue_wrap_credential(run_id: str, state: State) -> dict[str, str]:
+    """`{run_id, credential, attribute}` for a known run; 404 otherwise."""
+    runtime: Runtime = state.runtime
+    if await runtime.runs.resolve(run_id) is None:
+        raise NotFoundException(f"no run {run_id!r}: create it first (POST /api/runs)")
+    return {
+        "run_id": run_id,
+        "credential": credential(runtime.wrap_key, run_id),
+        "attribute": WRAP_MAC,
+    }
 
 
 def install(runtime: Runtime) -> None:

@@ -1,34 +1,64 @@
 """What the server does to spans it did not record itself (OTLP ingest, `tracecard wrap`).
 
-Nothing an agent sends may pass for the server's own probe traffic: an ingested span that says
-`tracecard.role = verifier` is stored as the agent's, with the claim kept as `role.header`. And
-ingested attributes are redacted by the same rules as recorded ones (`redaction.Redactor`).
+Nothing an agent sends may pass for the server's own observations:
+- an ingested span that says `tracecard.role = verifier` is stored as the agent's, with the claim
+  kept as `role.header`;
+- a span that looks like tracecard's recording of a call (an MCP method, a tool execution, a
+  tracecard role, upstream or probe) is evidence only with `tracecard wrap`'s valid MAC for the
+  run it joined (`wrap_credential`); any other such span is stored and shown with
+  `tracecard.evidence = agent_reported`, and the scorers never read it;
+- ingested attributes are redacted by the same rules as recorded ones (`redaction.Redactor`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from tracecard.server.recording.redaction import Redactor
+from tracecard.server.recording.wrap_credential import WRAP_MAC, verify
 from tracecard.traces import semconv
 from tracecard.traces.store import SpanDict
 
-__all__ = ["distrust", "prepare"]
+__all__ = ["claims_observation", "distrust", "redact", "take_macs"]
+
+_CLAIMS = (semconv.ROLE, semconv.MCP_METHOD_NAME, semconv.UPSTREAM, semconv.PROBE_ID)
 
 
-def distrust(spans: list[SpanDict]) -> None:
-    """Demote any ingested verifier claim to agent traffic (in place)."""
+def claims_observation(attributes: dict[str, Any]) -> bool:
+    """The span looks like a call tracecard recorded (or an agent's own tool execution)."""
+    return any(key in attributes for key in _CLAIMS) or (
+        attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_EXECUTE_TOOL
+    )
+
+
+def take_macs(spans: list[SpanDict]) -> list[Any]:
+    """Remove each span's wrap MAC (it is never stored); the MACs, by position."""
+    macs: list[Any] = []
     for span in spans:
+        attributes = span.get("attributes")
+        macs.append(attributes.pop(WRAP_MAC, None) if isinstance(attributes, dict) else None)
+    return macs
+
+
+def distrust(spans: list[SpanDict], macs: list[Any], wrap_key: bytes) -> None:
+    """Demote verifier claims; mark what tracecard did not observe (in place, after joining)."""
+    for span, mac in zip(spans, macs, strict=True):
         attributes = span.get("attributes")
         if not isinstance(attributes, dict):
             continue
+        attributes.pop(semconv.EVIDENCE, None)  # only the server says what is evidence
         role = attributes.get(semconv.ROLE)
         if role is not None and role != semconv.ROLE_AGENT:
             attributes[semconv.ROLE] = semconv.ROLE_AGENT
             attributes[semconv.ROLE_HEADER] = str(role)[:64]
+        if not claims_observation(attributes):
+            continue
+        if not verify(wrap_key, span, str(span.get("run_id") or ""), mac):
+            attributes[semconv.EVIDENCE] = semconv.EVIDENCE_AGENT_REPORTED
 
 
-def prepare(spans: list[SpanDict], redactor: Redactor) -> None:
-    """Distrust and redact ingested spans (in place) before they are joined and stored."""
-    distrust(spans)
+def redact(spans: list[SpanDict], redactor: Redactor) -> None:
+    """Redact ingested spans' attributes and event attributes (in place)."""
     if not redactor.values:
         return
     for span in spans:

@@ -191,4 +191,5 @@ def test_plain_http_and_ingested_spans_with_a_forged_role_are_the_agents(tmp_pat
     ingested = next(s for s in spans if s["span_id"] == "00000000000000a1")
     assert ingested["attributes"]["tracecard.role"] == "agent"  # a claim, kept as such
     assert ingested["attributes"]["tracecard.role.header"] == "verifier"
+    assert ingested["attributes"]["tracecard.evidence"] == "agent_reported"  # and never scored
     assert all("tracecard-verifier" not in r.headers for r in fake.received)
