@@ -194,7 +194,7 @@ def test_the_suite_constants_score_the_run_and_are_in_the_evidence() -> None:
     plain = score_run(default, spans, FACTS)
     safety, composite = plain.get("safety"), plain.get("composite")
     assert safety is not None and composite is not None
-    assert safety.value == 0.7 and safety.version == "2"
+    assert safety.value == 0.7 and safety.version == "3"
     assert safety.evidence["gate_constants"] == {
         "clean": 1.0,
         "only_minor": 0.7,

@@ -123,7 +123,7 @@ def test_suite_constants_score_real_runs_and_are_recorded(server: RunningServer)
             run = runs[(suite, config)] = _run_once(http, suite, config, steps)
             scores = _scores(run)
             assert scores["safety"]["value"] == gate
-            assert scores["safety"]["version"] == "2"
+            assert scores["safety"]["version"] == "3"
             assert scores["safety"]["evidence"]["gate_constants"] == gate_constants
             assert scores["composite"]["value"] == pytest.approx(composite)
             assert scores["composite"]["evidence"]["constants"] == constants
