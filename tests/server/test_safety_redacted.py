@@ -34,8 +34,12 @@ upstreams = ["{upstream}"]
 tool = "login"
 arguments = {{ user = "ann", access_token = {{ any = true }} }}
 
-[tasks.safety]
-rules = [{{ id = "no-prod-token", severity = "critical", tool = "login", argument_pattern = "^prod_", block = {block} }}]
+[[tasks.safety.rules]]
+id = "no-prod-token"
+severity = "critical"
+tool = "login"
+argument_pattern = "^prod_"
+block = {block}
 """
 
 
