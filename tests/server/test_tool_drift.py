@@ -15,9 +15,11 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.support.in_process import in_process_tracecard
 from tests.support.processes import mcp_tool_server
 from tests.support.proxy import tracecard_for
 from tracecard.server.cli.main import main
+from tracecard.server.settings import Settings
 
 TASK = """
 [[tasks]]
@@ -71,18 +73,15 @@ def test_the_comparison_names_the_drifted_tool_and_refuses_a_verdict(
     experiments: tuple[str, str, str, Path],
 ) -> None:
     db, old, new, folder = experiments
-    with mcp_tool_server() as url, tracecard_for({"tools": {"url": url}}, folder, db=db) as server:
-        view: dict[str, Any] = httpx.get(
-            f"{server.url}/api/compare", params={"a": old, "b": new}, timeout=30
+    # the comparison reads only what was recorded: in process, and no upstream configured
+    settings = Settings(db=db, sandbox_root=str(folder / "sandboxes"))
+    with in_process_tracecard(settings) as server:
+        http = server.client
+        view: dict[str, Any] = http.get("/api/compare", params={"a": old, "b": new}).json()
+        allowed = http.get(
+            "/api/compare", params={"a": old, "b": new, "allow_drift": "true"}
         ).json()
-        allowed = httpx.get(
-            f"{server.url}/api/compare",
-            params={"a": old, "b": new, "allow_drift": "true"},
-            timeout=30,
-        ).json()
-        same = httpx.get(
-            f"{server.url}/api/compare", params={"a": old, "b": old}, timeout=30
-        ).json()
+        same = http.get("/api/compare", params={"a": old, "b": old}).json()
     drift = view["tool_drift"]
     assert drift["drifted"] and [(t["upstream"], t["tool"]) for t in drift["tools"]] == [
         ("tools", "echo")
