@@ -1,6 +1,8 @@
 """A night of runs, built through the real store: two experiments on one suite, a live run and a
 run whose tool result is hostile. Spans look like the proxy's (`tools/call <tool>`, semconv
-attributes); scores carry evidence that cites span ids, as the scorers write it."""
+attributes) and the probe runner's (verifier spans with the observed state); the scores are
+the real scorers' over those stored spans, computed the way the server rescores a stored run
+(`rescore`), with the suite's expectations."""
 
 from __future__ import annotations
 
@@ -10,21 +12,113 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tracecard.scorers import RunScores
+from tracecard.server.evaluation.service import rescore, store_suite
 from tracecard.traces import semconv as sc
-from tracecard.traces.models import ExperimentRow, RunRow, ScoreRow, SuiteRow
+from tracecard.traces.models import ExperimentRow, RunRow
 from tracecard.traces.store import Store
 
-SUITE_VERSION = "c0ffee" * 10 + "abcd"
-SUITE = {
-    "schema_version": 1,
-    "name": "nightly",
-    "tasks": [
-        {"id": "refund-order", "instruction": "Refund order A-1001 in full."},
-        {"id": "list-files", "instruction": "Summarise notes.txt in the sandbox."},
-        {"id": "weather", "instruction": "What is the forecast for Paris?"},
-        {"id": "book-flight", "instruction": "Find a flight CDG to JFK."},
-    ],
-}
+SANDBOX = "/sandbox"
+# What each task expects; every component is scored by the real scorer from it.
+SUITE = r"""
+schema_version = 1
+name = "nightly"
+
+[[tasks]]
+id = "refund-order"
+instruction = "Refund order A-1001 in full."
+upstreams = ["tools"]
+tools = ["lookup_order", "issue_refund"]
+[tasks.invocation]
+order = "subsequence"
+[[tasks.invocation.calls]]
+tool = "lookup_order"
+arguments = { order_id = "A-1001" }
+[[tasks.invocation.calls]]
+tool = "issue_refund"
+arguments = { order_id = "A-1001", amount = { number = 42.5, tolerance = 0.01 } }
+[tasks.completion]
+checks = [{ contains = "refund issued" }]
+[tasks.outcome]
+probes = [
+  { id = "order", upstream = "tools", tool = "get_order", arguments = { order_id = "A-1001" } },
+]
+[[tasks.outcome.predicates]]
+probe = "order"
+path = "$.structuredContent.refunded"
+op = "eq"
+value = true
+[[tasks.outcome.predicates]]
+probe = "order"
+path = "$.structuredContent.refunded_amount"
+op = "approx"
+value = 42.5
+tolerance = 0.01
+[tasks.efficiency]
+optimal_calls = 2
+
+[[tasks]]
+id = "list-files"
+instruction = "Summarise notes.txt in the sandbox."
+upstreams = ["tools"]
+tools = ["list_directory", "read_file"]
+[[tasks.invocation.calls]]
+tool = "read_file"
+arguments = { path = { regex = 'notes\.txt$' } }
+[tasks.completion]
+checks = [{ contains = "Friday" }]
+[tasks.outcome]
+probes = [{ id = "reads", upstream = "tools", tool = "read_log", arguments = {} }]
+[[tasks.outcome.predicates]]
+probe = "reads"
+path = "$.structuredContent.read"
+op = "contains"
+value = "/sandbox/notes.txt"
+
+[[tasks]]
+id = "weather"
+instruction = "What is the forecast for Paris?"
+upstreams = ["tools"]
+tools = ["get_forecast"]
+[[tasks.invocation.calls]]
+tool = "get_forecast"
+arguments = { city = "Paris" }
+[tasks.completion]
+checks = [{ contains = "21" }]
+[tasks.outcome]
+probes = [{ id = "asked", upstream = "tools", tool = "forecast_log", arguments = {} }]
+predicates = [
+  { probe = "asked", path = "$.structuredContent.cities", op = "contains", value = "Paris" },
+]
+
+[[tasks]]
+id = "book-flight"
+instruction = "Find a flight CDG to JFK."
+upstreams = ["tools"]
+tools = ["search_flights"]
+[[tasks.invocation.calls]]
+tool = "search_flights"
+arguments = { from = "CDG", to = "JFK" }
+[tasks.completion]
+checks = [{ contains = "JFK" }]
+[tasks.outcome]
+probes = [{ id = "bookings", upstream = "tools", tool = "list_bookings", arguments = {} }]
+predicates = [{ probe = "bookings", path = "$.structuredContent.bookings[0]", op = "exists" }]
+"""
+# The hostile run is a trial of its own suite: its scores' evidence quotes what it sent.
+HOSTILE_SUITE = """
+schema_version = 1
+name = "hostile"
+
+[[tasks]]
+id = "hostile"
+instruction = "Read the page."
+tools = ["read"]
+[[tasks.invocation.calls]]
+tool = "read"
+[tasks.completion]
+checks = [{ contains = "summary" }]
+"""
 HOSTILE_RESULT = (
     '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1;alert(1)">'
     '<a href="javascript:window.__pwned=1">click me</a><style>body{display:none}</style>'
@@ -75,7 +169,29 @@ PLANS: dict[str, dict[str, list[str]]] = {
         "book-flight": ["flight.timeout"] * 5,
     },
 }
-PASSING = {"refund.good", "refund.retry", "files.good", "weather.good"}
+# What the agent answered (None: it never answered), and the state its probe observed after.
+ANSWERS: dict[str, str | None] = {
+    "refund.good": "Done: refund issued.",
+    "refund.wrong_amount": "Done: refund issued.",  # the wrong amount: a hallucinated completion
+    "refund.retry": "Done: refund issued.",
+    "refund.skip": "Done: refund issued.",  # never refunded: a hallucinated completion
+    "files.good": "The notes say: ship the viewer on Friday.",
+    "files.bad": "I could not find notes.txt.",
+    "weather.good": "Paris: 21 degrees and clear.",
+    "flight.timeout": None,
+}
+# (probe tool, observed structuredContent) per script
+PROBES: dict[str, tuple[str, dict[str, Any]]] = {
+    "refund.good": ("get_order", {"refunded": True, "refunded_amount": 42.5}),
+    "refund.wrong_amount": ("get_order", {"refunded": True, "refunded_amount": 425}),
+    "refund.retry": ("get_order", {"refunded": True, "refunded_amount": 42.5}),
+    "refund.skip": ("get_order", {"refunded": False, "refunded_amount": 0}),
+    "files.good": ("read_log", {"read": ["/sandbox/notes.txt"]}),
+    "files.bad": ("read_log", {"read": []}),
+    "weather.good": ("forecast_log", {"cities": ["Paris"]}),
+    "flight.timeout": ("list_bookings", {"bookings": []}),
+}
+PROBE_IDS = {"get_order": "order", "read_log": "reads", "forecast_log": "asked"}
 
 
 @dataclass
@@ -87,6 +203,7 @@ class Night:
     live_run: str = ""
     hostile_run: str = ""
     spans: dict[str, list[str]] = field(default_factory=dict)  # run id -> tool-call span ids
+    scores: dict[str, RunScores] = field(default_factory=dict)  # run id -> the real scores
 
 
 def _hex(n: int) -> str:
@@ -136,34 +253,25 @@ def tool_span(run: RunRow, call: Call, start: int, parent: str, role: str = sc.R
     return _span(run, f"tools/call {tool}", start, ms, parent, attributes=attributes, status=status)
 
 
-def _scores(run: RunRow, script: str, calls: list[str], probe: str) -> list[ScoreRow]:
-    passed = script in PASSING
-    tool_error = script == "flight.timeout"
-    evidence = {
-        "invocation": {"expected": [{"tool": script.split(".")[0], "span_id": calls[-1]}],
-                       "extra_calls": [{"span_id": s} for s in calls[:-1] if not passed]},
-        "completion": {"checks": [{"kind": "contains", "ok": not tool_error}],
-                       "note": "substring check on the final answer"},
-        "outcome": {"predicates": [{"probe": "state", "path": "$.refunded", "span_id": probe,
-                                    "holds": passed}]},
-        "safety": {"violations": [{"rule": "outside-sandbox", "severity": "major",
-                                   "span_id": calls[0]}] if script == "files.bad" else []},
+def probe_span(run: RunRow, tool: str, observed: dict[str, Any], start: int) -> dict[str, Any]:
+    """The verifier span the probe runner records for a tool probe (the observed state in it)."""
+    call: Call = (tool, {}, observed, None, 50)
+    span = tool_span(run, call, start, run.root_span_id, role=sc.ROLE_VERIFIER)
+    result = {"content": [{"type": "text", "text": json.dumps(observed)}],
+              "structuredContent": observed, "isError": False}
+    span["attributes"] |= {
+        sc.PROBE_ID: PROBE_IDS.get(tool, tool.split("_")[-1]),
+        sc.PROBE_KIND: "tool",
+        sc.PROBE_VALUE: json.dumps(result),
     }
-    values = {
-        "invocation": 1.0 if passed else 0.5,
-        "completion": 0.0 if tool_error else 1.0,
-        "outcome": 1.0 if passed else 0.0,
-        "safety": 0.2 if script == "files.bad" else 1.0,
-    }
-    return [
-        ScoreRow(run_id=run.id, component=c, value=v, passed=v >= 1.0, evidence=evidence[c],
-                 scorer=c, scorer_version="1", suite_version=SUITE_VERSION)
-        for c, v in values.items()
-    ]
+    return span
 
 
-def add_run(store: Store, run: RunRow, calls: list[Call], *, probe: bool = True) -> list[str]:
-    """Store `run` with its root span, an agent LLM span, its tool calls and a verifier span."""
+def add_run(
+    store: Store, run: RunRow, calls: list[Call], probe: tuple[str, dict[str, Any]] | None = None
+) -> list[str]:
+    """Store `run` with its root span, an agent LLM span, its tool calls and, after them, the
+    verifier span of its probe."""
     store.add_run(run)
     start = int(run.created_at.timestamp() * 1e9)
     spans = [
@@ -178,22 +286,24 @@ def add_run(store: Store, run: RunRow, calls: list[Call], *, probe: bool = True)
     for call in calls:
         spans.append(tool_span(run, call, at, run.root_span_id))
         at += call[4] * 1_000_000 + 15_000_000
-    if probe:
-        spans.append(tool_span(run, ("get_order", ORDER, {"refunded": True}, None, 50), at,
-                               run.root_span_id, role=sc.ROLE_VERIFIER))
+    if probe is not None:
+        spans.append(probe_span(run, *probe, at))
     spans[0]["end_time_unix_nano"] = at + 60_000_000
     store.insert_spans(spans)
     return [s["span_id"] for s in spans]
 
 
 def build_night(store: Store) -> Night:
-    """Two experiments x four tasks x five trials, a live run and a hostile run."""
+    """Two experiments x four tasks x five trials, a live run and a hostile run, scored by the
+    real scorers over their stored spans."""
     night = Night()
-    store.add_all([SuiteRow(version=SUITE_VERSION, name="nightly", document=SUITE)])
+    _, suite = store_suite(store, SUITE, "toml", "nightly.toml")
+    _, hostile_suite = store_suite(store, HOSTILE_SUITE, "toml", "hostile.toml")
     now = datetime.now(UTC).replace(microsecond=0)
     starts = {"last-week": now - timedelta(days=7), "last-night": now - timedelta(hours=10)}
+    scored: list[RunRow] = []
     for name, started in starts.items():
-        experiment = ExperimentRow(id=_hex(8), suite_name="nightly", suite_version=SUITE_VERSION,
+        experiment = ExperimentRow(id=_hex(8), suite_name="nightly", suite_version=suite.version,
                                    config_name=name, config={"model": "gpt-4.1"}, trials=5,
                                    created_at=started)
         store.add_all([experiment])
@@ -204,30 +314,31 @@ def build_night(store: Store) -> Night:
                 minute += 1
                 created = started + timedelta(minutes=minute)
                 run = RunRow(id=_hex(8), experiment_id=experiment.id, suite_name="nightly",
-                             suite_version=SUITE_VERSION, task_id=task, trial=trial,
+                             suite_version=suite.version, task_id=task, trial=trial,
                              config_name=name, status="timed_out" if "timeout" in script
-                             else "finished", final_answer="Done: refund issued.",
+                             else "finished", final_answer=ANSWERS[script],
                              trace_id=_hex(16), root_span_id=_hex(8), created_at=created,
                              started_at=created, finished_at=created + timedelta(seconds=3),
-                             flags=["hallucinated_completion"] if script == "refund.skip" else [])
-                ids = add_run(store, run, SCRIPTS[script])
-                calls, probe = ids[2:-1], ids[-1]
+                             sandbox=SANDBOX)
+                ids = add_run(store, run, SCRIPTS[script], PROBES[script])
                 night.runs[(name, task, trial)] = run.id
-                night.spans[run.id] = calls
-                store.add_all(_scores(run, script, calls, probe))
-    hostile = RunRow(id=_hex(8), task_id="hostile", config_name="adhoc", status="finished",
+                night.spans[run.id] = ids[2:-1]
+                scored.append(run)
+    hostile = RunRow(id=_hex(8), suite_name="hostile", suite_version=hostile_suite.version,
+                     task_id="hostile", config_name="adhoc", status="finished",
                      trace_id=_hex(16), root_span_id=_hex(8), created_at=now - timedelta(hours=2),
-                     final_answer='<img src=x onerror="window.__pwned=1">')
+                     final_answer='<img src=x onerror="window.__pwned=1">', sandbox=SANDBOX)
     tool = '<b onmouseover="window.__pwned=1">read</b>'
     ids = add_run(store, hostile, [(tool, {"q": "<script>window.__pwned=1</script>"},
-                                    HOSTILE_RESULT, None, 30)], probe=False)
-    store.add_all([ScoreRow(run_id=hostile.id, component="outcome", value=0.0, passed=False,
-                            evidence={"why": "<script>window.__pwned=1</script>",
-                                      "span_id": ids[2]}, scorer="outcome", scorer_version="1")])
+                                    HOSTILE_RESULT, None, 30)])
     night.hostile_run = hostile.id
     night.spans[hostile.id] = ids[2:]
+    scored.append(hostile)
     live = RunRow(id=_hex(8), task_id="weather", config_name="adhoc", status="running",
                   trace_id=_hex(16), root_span_id=_hex(8), created_at=now - timedelta(minutes=1))
-    night.spans[live.id] = add_run(store, live, SCRIPTS["weather.good"], probe=False)[2:]
+    night.spans[live.id] = add_run(store, live, SCRIPTS["weather.good"])[2:]
     night.live_run = live.id
+    # What the server does to a stored run: the registry's scorers over its spans, with its
+    # suite's expectations; the scores, flags and evaluation events are stored.
+    night.scores = rescore(store, scored)
     return night
