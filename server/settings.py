@@ -151,6 +151,9 @@ class Settings(BaseModel):
     public_url: str | None = None  # how agents reach this server; default http://host:port
     upstream_timeout_s: float = 60.0
     max_body_bytes: int = 16 * 1024 * 1024
+    # one SSE event of an upstream's stream (MCP or model) held at most this long to be read;
+    # a longer one (an event that never ends) ends the stream with an error (docs/proxy.md)
+    max_sse_event_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     otlp_max_spans: int = 20_000  # spans per OTLP request; more is refused with 413
     max_experiment_runs: int = 10_000  # tasks x trials of one experiment; more is refused (422)
     sandbox_root: str = ".tracecard/sandboxes"

@@ -112,6 +112,7 @@ ERR_UNAVAILABLE: Final = "upstream_unavailable"
 ERR_PROTOCOL: Final = "upstream_protocol_error"
 ERR_BLOCKED: Final = "blocked"
 ERR_VERIFIER_ONLY: Final = "verifier_only_tool"  # an agent called a verifier-only tool
+ERR_TOO_LARGE: Final = "response_too_large"  # an answer (or SSE event) past a size limit
 
 # --- evaluation events (scores written onto the run's root span) -------------------------------
 EVAL_EVENT_NAME: Final = "gen_ai.evaluation.result"

@@ -108,7 +108,7 @@ def fail_open(state: ProxyState, calls: Calls, error_type: str, message: str) ->
 def finish_oversize(state: ProxyState, calls: Calls, head: bytes, size: int) -> None:
     """A JSON answer too big to hold was streamed on: its span keeps the start, marked cut."""
     if len(calls.requests) != 1:  # a batch answer cannot be told apart without all of it
-        fail_open(state, calls, "response_too_large", f"a {size}-byte answer was not recorded")
+        fail_open(state, calls, semconv.ERR_TOO_LARGE, f"a {size}-byte answer was not recorded")
         return
     pending = calls.requests.popitem()[1]
     head_text = head.decode("utf-8", errors="ignore")  # `head` is at most the payload cap

@@ -22,7 +22,7 @@ from tracecard.server.proxy.forward import (
 )
 from tracecard.server.proxy.relay import STREAM_ERRORS, TIMEOUT_ERRORS, Decoder, watch_disconnect
 from tracecard.server.proxy.sessions import choose_run
-from tracecard.server.proxy.sse import SseParser
+from tracecard.server.proxy.sse import SseEventTooLarge, SseParser
 from tracecard.server.proxy.state import ProxyState, Upstream
 from tracecard.server.recording.genai import ModelExchange, record_model_call
 from tracecard.server.recording.genai_output import api_of
@@ -86,7 +86,8 @@ async def handle_llm(
     streamed = response.headers.get("content-type", "").startswith("text/event-stream")
     exchange.streamed = streamed
     if streamed and exchange.api is not None:
-        complete = await _relay_stream(response, receive, send, upstream, exchange)
+        limit = state.runtime.settings.max_sse_event_bytes
+        complete = await _relay_stream(response, receive, send, upstream, exchange, limit)
     else:
         complete = await _relay_whole(response, send, upstream, exchange)
     end_ns = time.time_ns()
@@ -127,13 +128,15 @@ async def _relay_stream(
     send: Send,
     upstream: Upstream,
     exchange: ModelExchange,
+    max_event_bytes: int,
 ) -> bool:
     """Stream SSE on event by event; read each event after its bytes went out.
 
     The upstream's timeout bounds the wait for each chunk, not the whole (long) generation.
+    An event longer than `max_event_bytes` ends the stream as a broken upstream would.
     """
     assert exchange.api is not None
-    parser = SseParser()
+    parser = SseParser(max_event_bytes)
     reader = StreamReader(exchange.api)
     decoder = Decoder(response.headers.get("Content-Encoding", ""))
     loop = asyncio.get_running_loop()
@@ -154,6 +157,15 @@ async def _relay_stream(
                     reader.event(event.event, event.data)
         for event in parser.close():
             reader.event(event.event, event.data)
+    except SseEventTooLarge as too_large:
+        for event in too_large.events:
+            reader.event(event.event, event.data)
+        exchange.error = semconv.ERR_TOO_LARGE
+        exchange.error_text = (
+            f"upstream {upstream.name!r} sent an SSE event over {too_large.limit} bytes "
+            "(max_sse_event_bytes): the stream was ended"
+        )
+        complete = False
     except (*TIMEOUT_ERRORS, *STREAM_ERRORS) as exc:
         _failed(exchange, upstream, exc)
         complete = False

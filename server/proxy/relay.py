@@ -17,7 +17,7 @@ import orjson
 from tracecard.server.asgi import CODE_UPSTREAM, Receive, Send, jsonrpc_error, sse_frame
 from tracecard.server.proxy.calls import Calls, await_resumed, fail_open, record_message
 from tracecard.server.proxy.forward import response_headers
-from tracecard.server.proxy.sse import SseParser
+from tracecard.server.proxy.sse import SseEventTooLarge, SseParser
 from tracecard.server.proxy.state import ProxyState
 from tracecard.traces import semconv
 
@@ -177,19 +177,28 @@ async def relay_sse(
     deadline: float | None,
 ) -> None:
     """Stream the events on as they arrive, recording each one after it went out."""
-    parser = SseParser()
+    parser = SseParser(state.runtime.settings.max_sse_event_bytes)
     decoder = Decoder(response.headers.get("Content-Encoding", ""))
     watcher = watch_stream(receive, calls, state.runtime.draining)
     error: str | None = None
     event_id: str | None = None  # the last event id seen: the client may resume after it
+    tail = b""  # the last byte the agent got
     try:
         async with asyncio.timeout_at(deadline) as timer:
             async for chunk in response.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                for event in parser.feed(decoder.feed(chunk)):
+                tail = chunk[-1:] or tail
+                try:
+                    events = parser.feed(decoder.feed(chunk))
+                except SseEventTooLarge as too_large:
+                    events, error = too_large.events, semconv.ERR_TOO_LARGE
+                    _mark_cut(state, calls, too_large)
+                for event in events:
                     event_id = event.id if event.id is not None else event_id
                     if event.data and event.event == "message":
                         _record_event(state, calls, event.data)
+                if error is not None:
+                    break  # the agent has half an event: it is ended and answered below
                 if deadline is not None and not calls.requests:
                     timer.reschedule(None)  # answered: the rest of the stream has no deadline
     except TIMEOUT_ERRORS:
@@ -223,7 +232,8 @@ async def relay_sse(
         elif calls.requests:
             error = semconv.ERR_PROTOCOL  # the stream ended without answering every request
     if error is not None and calls.requests:
-        await _answer_open_requests(state, calls, send, error, parser.incomplete)
+        partial = parser.incomplete or error == semconv.ERR_TOO_LARGE
+        await _answer_open_requests(state, calls, send, error, tail if partial else None)
     await send({"type": "http.response.body", "body": b""})
     if error is not None:
         fail_open(state, calls, error, _failure_text(calls.exchange.upstream, error))
@@ -242,18 +252,48 @@ def _record_event(state: ProxyState, calls: Calls, data: str) -> None:
 
 
 async def _answer_open_requests(
-    state: ProxyState, calls: Calls, send: Send, error: str, partial: bool
+    state: ProxyState, calls: Calls, send: Send, error: str, half_sent: bytes | None
 ) -> None:
     """Requests left without an answer get a JSON-RPC error event, so the agent does not hang."""
     text = _failure_text(calls.exchange.upstream, error)
-    frames = [b"\r\n\r\n"] if partial else []  # end a half-sent event before ours
+    frames = [] if half_sent is None else [end_half_event(half_sent)]
     for pending in calls.requests.values():
         reply = jsonrpc_error(pending.request_id, CODE_UPSTREAM, text, reason=error)
         frames.append(sse_frame(orjson.dumps(reply)))
     await send({"type": "http.response.body", "body": b"".join(frames), "more_body": True})
 
 
+CUT_EVENT = b"tracecard-cut"  # the type a half-sent event is given: clients ignore it
+
+
+def end_half_event(tail: bytes) -> bytes:
+    """Bytes that end the event the agent got half of, as an event of type `tracecard-cut`.
+
+    An event is dispatched at a blank line; ending it with one would hand the agent the cut
+    JSON as a message. A last `event:` line makes it a type that MCP clients (and a browser's
+    `onmessage`) skip, so the agent's next message is tracecard's error. `tail` is the last
+    byte the agent got: after a line end no other is added (that would be the blank line).
+    """
+    line_end = b"" if tail == b"\n" else b"\n"  # after a lone CR, LF joins it (one CRLF)
+    return line_end + b"event: " + CUT_EVENT + b"\n\n"
+
+
+def _mark_cut(state: ProxyState, calls: Calls, too_large: SseEventTooLarge) -> None:
+    """The open calls' spans keep the start of the event that was too long, marked cut."""
+    cap = state.recorder.redactor.cap
+    head = too_large.head[:cap].decode("utf-8", errors="ignore")
+    marker = f"…[truncated by tracecard: an SSE event over {too_large.limit} bytes, stream ended]"
+    for pending in [*calls.requests.values(), *calls.notifications]:
+        pending.span.set_attribute(semconv.RESPONSE_BODY, head + marker)
+        pending.span.set_attribute(semconv.TRUNCATED, True)
+
+
 def _failure_text(upstream: str, error: str) -> str:
+    if error == semconv.ERR_TOO_LARGE:
+        return (
+            f"tracecard: upstream {upstream!r} sent an SSE event longer than "
+            "max_sse_event_bytes; the stream was ended"
+        )
     if error == semconv.ERR_TIMEOUT:
         return f"tracecard: upstream {upstream!r} did not answer in time"
     if error == semconv.ERR_PROTOCOL:

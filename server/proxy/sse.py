@@ -18,14 +18,29 @@ class SseEvent:
     id: str | None = None
 
 
+class SseEventTooLarge(Exception):
+    """One event grew past the parser's limit (an upstream that never ends its event)."""
+
+    def __init__(self, limit: int, head: bytes, events: list[SseEvent]) -> None:
+        super().__init__(f"an SSE event over {limit} bytes")
+        self.limit = limit
+        self.head = head  # the event's first bytes (at most `limit`), for the span
+        self.events = events  # the events completed before it, in the same chunk
+
+
 class SseParser:
-    """Feed it chunks as they arrive; it returns the events that became complete."""
+    """Feed it chunks as they arrive; it returns the events that became complete.
 
-    __slots__ = ("_buffer", "_carry_cr")
+    One event may hold at most `max_event_bytes` (None: no limit); past that `feed` raises
+    `SseEventTooLarge`, so an event without an end cannot grow the buffer without bound.
+    """
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    __slots__ = ("_buffer", "_carry_cr", "_limit")
+
+    def __init__(self, max_event_bytes: int | None = None) -> None:
+        self._buffer = bytearray()
         self._carry_cr = False
+        self._limit = max_event_bytes
 
     @property
     def incomplete(self) -> bool:
@@ -49,17 +64,28 @@ class SseParser:
             self._carry_cr = True
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        data = self._buffer + chunk
-        if b"\n\n" not in data:
-            self._buffer = data
-            return []
-        *complete, self._buffer = data.split(b"\n\n")
+        buffer = self._buffer
+        search = max(len(buffer) - 1, 0)  # a blank line may straddle the old end
+        buffer += chunk  # in place: a long event is not copied again on every chunk
         events: list[SseEvent] = []
-        for block in complete:
-            event = _parse_block(block)
+        begin = 0
+        while (end := buffer.find(b"\n\n", search)) >= 0:
+            self._check(end - begin, buffer, begin, events)
+            event = _parse_block(bytes(buffer[begin:end]))
             if event is not None:
                 events.append(event)
+            begin = search = end + 2
+        rest = len(buffer) - begin - buffer.endswith(b"\n")  # its end may be half here
+        self._check(rest, buffer, begin, events)
+        del buffer[:begin]
         return events
+
+    def _check(self, size: int, buffer: bytearray, begin: int, events: list[SseEvent]) -> None:
+        limit = self._limit
+        if limit is not None and size > limit:
+            head = bytes(buffer[begin : begin + limit])
+            buffer.clear()  # the parser is done: nothing more is held
+            raise SseEventTooLarge(limit, head, events)
 
 
 def _parse_block(block: bytes) -> SseEvent | None:

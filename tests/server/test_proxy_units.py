@@ -7,7 +7,7 @@ import pytest
 from tracecard.server.asgi import baggage_run
 from tracecard.server.proxy.forward import response_headers, scan_request_headers
 from tracecard.server.proxy.routing import match
-from tracecard.server.proxy.sse import SseParser
+from tracecard.server.proxy.sse import SseEventTooLarge, SseParser
 
 
 @pytest.mark.parametrize(
@@ -54,6 +54,30 @@ def test_sse_parser_knows_a_half_event() -> None:
     parser = SseParser()
     assert parser.feed(b'data: {"half') == []
     assert parser.incomplete
+
+
+def test_sse_parser_bounds_one_event_however_it_is_chunked() -> None:
+    small = b"id: 1\ndata: ok\n\n"
+    exact = b"data: " + b"x" * 94  # 100 bytes: at the limit, allowed
+    for size in (1, 7, 64, 10_000):
+        parser = SseParser(max_event_bytes=100)
+        stream = small + exact + b"\n\n" + b"data: " + b"y" * 10_000  # then one without end
+        events = []
+        with pytest.raises(SseEventTooLarge) as raised:
+            for start in range(0, len(stream), size):
+                events.extend(parser.feed(stream[start : start + size]))
+        events.extend(raised.value.events)
+        assert [e.data for e in events] == ["ok", "x" * 94], size
+        assert raised.value.head == (b"data: " + b"y" * 10_000)[:100]
+        assert not parser.incomplete  # nothing is held after the overflow
+
+
+def test_sse_parser_bounds_an_event_that_arrives_whole() -> None:
+    parser = SseParser(max_event_bytes=10)
+    with pytest.raises(SseEventTooLarge) as raised:
+        parser.feed(b"data: a\n\ndata: " + b"z" * 20 + b"\n\n")
+    assert [e.data for e in raised.value.events] == ["a"]
+    assert raised.value.head == b"data: zzzz"
 
 
 def test_request_headers_drop_hop_by_hop_and_keep_the_rest() -> None:
