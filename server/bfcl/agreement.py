@@ -20,8 +20,8 @@ from typing import Any
 
 from tracecard.scorers import RunFacts, Task, score_run
 from tracecard.server.bfcl.env import Environment, possible_answers
-from tracecard.server.bfcl.importer import STATE_FILE, UPSTREAM
-from tracecard.server.bfcl.mcp_server import NEUTRAL_RESULT, find_entry
+from tracecard.server.bfcl.importer import UPSTREAM
+from tracecard.server.bfcl.mcp_server import NEUTRAL_RESULT, STATE_TOOL, find_entry
 from tracecard.server.bfcl.trajectories import Trajectory
 from tracecard.traces import semconv as sc
 
@@ -142,11 +142,11 @@ def simulated_spans(task: Task, entry_id: str, trajectory: Trajectory) -> list[d
             probe = {
                 sc.ROLE: sc.ROLE_VERIFIER,
                 sc.PROBE_ID: "state",
-                sc.PROBE_KIND: "file",
+                sc.PROBE_KIND: "tool",
                 sc.TURN_INDEX: index,
-                sc.PROBE_VALUE: json.dumps(environment.state()),
+                sc.PROBE_VALUE: json.dumps({"structuredContent": environment.state()}),
             }
-            spans.append(_span(f"probe file {STATE_FILE}", probe, next(clock), turn_id))
+            spans.append(_span(f"tools/call {STATE_TOOL}", probe, next(clock), turn_id))
     return spans
 
 

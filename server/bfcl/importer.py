@@ -26,11 +26,11 @@ from tracecard.server.bfcl.env import (
     parse_calls,
     possible_answers,
 )
+from tracecard.server.bfcl.mcp_server import STATE_TOOL
 
 __all__ = ["ImportError_", "import_suite", "upstream_config"]
 
 UPSTREAM = "bfcl"
-STATE_FILE = "bfcl_state.json"
 MAX_COMBINATIONS = 64  # a nested possible answer expands to at most this many objects
 # BFCL's environments are virtual: `cd('..')` in its file system is no sandbox escape, and its
 # tools carry no MCP annotations to judge as destructive.
@@ -68,9 +68,14 @@ def _multi_turn_task(entry: dict[str, Any], ground_truth: list[list[str]]) -> di
             state = environment.state()
             turn["invocation"] = {"calls": expected, "order": "any", "allow_extra": True}
             turn["outcome"] = {
-                "probes": [{"id": "state", "kind": "file", "path": STATE_FILE}],
+                "probes": [{"id": "state", "upstream": UPSTREAM, "tool": STATE_TOOL}],
                 "predicates": [
-                    {"probe": "state", "path": f"$.{name}", "op": "eq", "value": state[name]}
+                    {
+                        "probe": "state",
+                        "path": f"$.structuredContent.{name}",
+                        "op": "eq",
+                        "value": state[name],
+                    }
                     for name in entry["involved_classes"]
                 ],
             }
@@ -200,12 +205,15 @@ def import_suite(
 
 def upstream_config(python: str = sys.executable) -> str:
     """The `tracecard.toml` section the suite needs: one per-run stdio upstream for every task
-    (each run's own process and state, told its entry by `{task.entry}`)."""
+    (each run's own process and state, told its entry by `{task.entry}`), its state tool
+    hidden from the agent."""
     command = [python, "-m", "tracecard.server.bfcl.mcp_server", "{task.entry}"]
     quoted = ", ".join(f'"{part}"' for part in command)
     return (
         "# The BFCL environments, one fresh process per run (written by tracecard import bfcl)\n"
         f"[upstreams.{UPSTREAM}]\n"
-        f'command = [{quoted}, "{{sandbox}}/{STATE_FILE}"]\n'
+        f"command = [{quoted}]\n"
         "per_run = true\n"
+        "# the state probes' tool: not in the agent's tools/list, refused to its calls\n"
+        f'verifier_tools = ["{STATE_TOOL}"]\n'
     )

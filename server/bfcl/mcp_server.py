@@ -1,22 +1,20 @@
 """An MCP server (the official SDK, stdio) exposing one BFCL entry as tools.
 
-    python -m tracecard.server.bfcl.mcp_server ENTRY_ID STATE_FILE
+    python -m tracecard.server.bfcl.mcp_server ENTRY_ID
 
 Multi-turn entries: the methods of the entry's environment classes (BFCL's function docs, minus
 the entry's excluded functions), executed on fresh instances in the entry's initial
-configuration; after every call the state BFCL's checker compares is written to STATE_FILE
-(atomically), which the suite's per-turn `file` probes read. The state is not a tool: the agent
-cannot see or call it. Single-turn entries: the entry's functions, each call answered with a
-neutral result (BFCL judges those calls by their arguments alone).
+configuration, plus `_bfcl_state`: the state BFCL's checker compares (every public attribute of
+each class, as `structuredContent`), for the suite's per-turn probes. The generated upstream
+configuration names it in `verifier_tools`, so tracecard hides it from the agent's tools/list
+and refuses the agent's calls of it (docs/proxy.md). Single-turn entries: the entry's functions,
+each call answered with a neutral result (BFCL judges those calls by their arguments alone).
 Run as a `per_run` upstream, each run gets its own process, so trials never share state.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -27,6 +25,7 @@ from mcp.server.stdio import stdio_server
 from tracecard.server.bfcl.env import Environment, entries, function_docs
 
 NEUTRAL_RESULT = "ok"
+STATE_TOOL = "_bfcl_state"  # verifier-only: the environment's state, for the state probes
 _TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": None}
 
 
@@ -75,25 +74,34 @@ def _tool(doc: dict[str, Any]) -> types.Tool:
     return types.Tool(name=doc["name"], description=doc.get("description", ""), input_schema=schema)
 
 
-def _write_state(path: Path, state: dict[str, Any]) -> None:
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(json.dumps(state), encoding="utf-8")
-    os.replace(temporary, path)
+def _state_tool() -> types.Tool:
+    return types.Tool(
+        name=STATE_TOOL,
+        description="tracecard's probe: the state of every environment class (verifier-only)",
+        input_schema={"type": "object", "properties": {}},
+    )
 
 
-def build_server(entry: dict[str, Any], state_file: Path | None) -> Server[Any]:
-    """The MCP server of one entry (fresh environment, state written after every call)."""
+def build_server(entry: dict[str, Any]) -> Server[Any]:
+    """The MCP server of one entry (a fresh environment; its state tool for multi-turn ones)."""
     docs = tool_docs(entry)
     tools = [_tool(doc) for doc in docs]
     names = {doc["name"] for doc in docs}
     environment = Environment(entry) if "involved_classes" in entry else None
-    if environment is not None and state_file is not None:
-        _write_state(state_file, environment.state())
+    if environment is not None:
+        tools.append(_state_tool())
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if environment is not None and params.name == STATE_TOOL:
+            state = environment.state()
+            # structured content only: a JSON copy in the text would double what the spans store
+            summary = f"state of {', '.join(state)}"
+            return types.CallToolResult(
+                content=[types.TextContent(text=summary)], structured_content=state
+            )
         if params.name not in names:
             text, error = f"Error during execution: unknown function {params.name!r}", True
         elif environment is None:
@@ -101,8 +109,6 @@ def build_server(entry: dict[str, Any], state_file: Path | None) -> Server[Any]:
         else:
             text = environment.execute(params.name, dict(params.arguments or {}))
             error = False  # BFCL hands error text back as the result; so does this server
-            if state_file is not None:
-                _write_state(state_file, environment.state())
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error)
 
     return Server(f"bfcl-{entry['id']}", on_list_tools=list_tools, on_call_tool=call_tool)
@@ -115,12 +121,10 @@ async def _serve(server: Server[Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) not in (1, 2):
+    if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    entry = find_entry(args[0])
-    state_file = Path(args[1]) if len(args) == 2 else None
-    anyio.run(_serve, build_server(entry, state_file))
+    anyio.run(_serve, build_server(find_entry(args[0])))
     return 0
 
 

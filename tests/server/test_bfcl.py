@@ -16,6 +16,7 @@ from tracecard.scorers import dump_suite, parse_suite, suite_version
 from tracecard.server.bfcl.agreement import bfcl_verdict, simulated_spans, tracecard_verdict
 from tracecard.server.bfcl.env import MULTI_TURN, SINGLE_TURN, UNSUPPORTED
 from tracecard.server.bfcl.importer import ImportError_, import_suite
+from tracecard.server.bfcl.mcp_server import STATE_TOOL
 from tracecard.server.bfcl.trajectories import PERTURBATIONS, ground_truth, perturb
 from tracecard.server.cli.main import main
 from tracecard.server.runs.sandbox import substitute
@@ -40,7 +41,9 @@ def test_one_entry_of_every_supported_category_imports_and_round_trips() -> None
         "mv",
     ]
     assert first.outcome is not None
-    assert {p.path for p in first.outcome.predicates} == {"$.GorillaFileSystem", "$.TwitterAPI"}
+    paths = {p.path for p in first.outcome.predicates}
+    assert paths == {"$.structuredContent.GorillaFileSystem", "$.structuredContent.TwitterAPI"}
+    assert [(p.upstream, p.tool) for p in first.outcome.probes] == [("bfcl", STATE_TOOL)]
     irrelevant = SUITE.task("irrelevance_0")
     assert irrelevant.invocation is not None and irrelevant.invocation.expect_no_calls
     simple = SUITE.task("simple_python_0").invocation

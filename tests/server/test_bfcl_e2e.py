@@ -13,13 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from tests.support.tracecard import RunningServer, running_tracecard
 from tracecard.client import TracecardClient
 from tracecard.scorers import dump_suite
 from tracecard.server.bfcl.agreement import bfcl_verdict, simulated_spans, tracecard_verdict
 from tracecard.server.bfcl.importer import import_suite, upstream_config
+from tracecard.server.bfcl.mcp_server import STATE_TOOL
 from tracecard.server.bfcl.trajectories import ground_truth, perturb
 from tracecard.server.settings import Settings
 
@@ -50,13 +55,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
         yield running
 
 
-def play(server: RunningServer, entry: str, perturbation: str | None = None) -> dict[str, Any]:
+def new_run(server: RunningServer, entry: str) -> dict[str, Any]:
+    created = httpx.post(
+        f"{server.url}/api/runs", json={"suite": "bfcl-e2e", "task_id": entry}, timeout=30
+    )
+    assert created.status_code == 201, created.text
+    return dict(created.json())
+
+
+def play(
+    server: RunningServer,
+    entry: str,
+    perturbation: str | None = None,
+    run: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     with TracecardClient(server.url) as client:
-        created = httpx.post(
-            f"{server.url}/api/runs", json={"suite": "bfcl-e2e", "task_id": entry}, timeout=30
-        )
-        assert created.status_code == 201, created.text
-        run = created.json()
+        run = run or new_run(server, entry)
         handed = asyncio.run(replay(client, run["id"], entry, run["urls"]["bfcl"], perturbation))
         finished = client.finish_run(run["id"], final_answer="done")
     assert handed == list(range(len(SUITE.task(entry).turns or [None])))
@@ -73,7 +87,6 @@ def test_every_trial_starts_from_the_entrys_initial_state(server: RunningServer)
     for run in (first, second):
         assert passed(run, "invocation") is True and passed(run, "outcome") is True
         assert passed(run, "safety") is True  # cd('..') in BFCL's virtual file system is fine
-    assert first["sandbox"] != second["sandbox"]
     assert bfcl_verdict(MULTI, ground_truth(MULTI)).valid
 
 
@@ -95,3 +108,30 @@ def test_the_server_agrees_with_bfcl_and_with_the_recorded_shape(
 def test_a_single_turn_entry_is_judged_by_its_possible_answers(server: RunningServer) -> None:
     assert passed(play(server, SINGLE), "invocation") is True
     assert passed(play(server, SINGLE, "dropped"), "invocation") is False
+
+
+async def _peek(url: str) -> tuple[list[str], MCPError | None]:
+    """An agent that lists the tools and asks for the state tool by name anyway."""
+    async with httpx2.AsyncClient(timeout=60) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as mcp:
+            names = [t.name for t in (await mcp.list_tools()).tools]
+            try:
+                await mcp.call_tool(STATE_TOOL, {})
+            except MCPError as exc:
+                return names, exc
+    return names, None
+
+
+def test_the_state_tool_is_the_probes_only(server: RunningServer) -> None:
+    run = new_run(server, MULTI)
+    names, refused = asyncio.run(_peek(run["urls"]["bfcl"]))
+    assert "mkdir" in names and STATE_TOOL not in names
+    assert refused is not None and refused.error.code == -32602
+    finished = play(server, MULTI, run=run)
+    assert passed(finished, "outcome") is True  # every turn's probe read the state
+    spans = httpx.get(f"{server.url}/api/runs/{run['id']}/spans", timeout=30).json()["spans"]
+    state_calls = [s for s in spans if s["name"] == f"tools/call {STATE_TOOL}"]
+    by_role = sorted(s["attributes"]["tracecard.role"] for s in state_calls)
+    probed_turns = sum(1 for t in SUITE.task(MULTI).turns if t.outcome is not None)
+    # the agent's refused call, and per probed turn the probe's span and the call it made
+    assert by_role == ["agent"] + ["verifier"] * (2 * probed_turns)
