@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.tracecard import running_tracecard
+from tests.support.in_process import in_process_tracecard
 from tracecard.client import RunHandle, TracecardClient
 from tracecard.server.orchestration.agents import CommandAgent, PythonAgent, agent_environment
 from tracecard.server.orchestration.orchestrator import Orchestrator
@@ -89,7 +89,11 @@ def agent_script(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def server(settings: Settings) -> Iterator[TracecardClient]:
-    with running_tracecard(settings) as running, TracecardClient(running.url) as client:
+    # the agents here never call tracecard; the orchestrator's client reaches it in process
+    with (
+        in_process_tracecard(settings) as tracecard,
+        TracecardClient(tracecard.url, transport=tracecard.transport) as client,
+    ):
         client.add_suite(json.dumps(SUITE))
         yield client
 
@@ -284,4 +288,3 @@ def test_group_members_sees_a_live_group_and_not_a_finished_one() -> None:
     during, after = asyncio.run(go())
     assert during and after == []
     assert os.getpgid(0) not in during
-
