@@ -1,4 +1,5 @@
-"""The run API over a real server: create, proxy, spans, OTLP export, finish, errors."""
+"""The run API: create, proxy, spans, OTLP export and finish over a real server (the proxy needs
+one); unknown runs and errored runs in process."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from google.protobuf.json_format import Parse
 from mcp.client.client import Client
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tests.support.in_process import in_process_tracecard
 from tests.support.processes import mcp_tool_server
 from tests.support.proxy import new_run, run_spans, tracecard_for
 from tests.support.tracecard import RunningServer
+from tracecard.server.settings import Settings
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +25,14 @@ def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServe
         upstreams = {"tools": {"url": url}, "api": {"url": "http://127.0.0.1:9/x", "kind": "http"}}
         with tracecard_for(upstreams, tmp_path_factory.mktemp("api")) as running:
             yield running
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    folder = tmp_path_factory.mktemp("api-in-process")
+    settings = Settings(db=f"sqlite:///{folder / 'tracecard.db'}", sandbox_root=str(folder / "s"))
+    with in_process_tracecard(settings) as tracecard:
+        yield tracecard.client
 
 
 async def test_run_lifecycle(tracecard: RunningServer) -> None:
@@ -70,21 +81,17 @@ async def test_run_lifecycle(tracecard: RunningServer) -> None:
         ("POST", "/api/runs/nope/finish"),
     ],
 )
-def test_unknown_run_is_404(tracecard: RunningServer, method: str, path: str) -> None:
-    answer = httpx.request(method, f"{tracecard.url}{path}", json={} if method == "POST" else None)
+def test_unknown_run_is_404(api: httpx.Client, method: str, path: str) -> None:
+    answer = api.request(method, path, json={} if method == "POST" else None)
     assert answer.status_code == 404 and "'nope'" in answer.json()["detail"]
 
 
-def test_a_run_that_errored_keeps_its_reason(tracecard: RunningServer) -> None:
-    run = httpx.post(f"{tracecard.url}/api/runs", json={"config": {"name": "cfg"}}).json()
+def test_a_run_that_errored_keeps_its_reason(api: httpx.Client) -> None:
+    run = api.post("/api/runs", json={"config": {"name": "cfg"}}).json()
     reason = "agent exited with code 3: Traceback ... KeyError: 'ticket'"
-    ended = httpx.post(
-        f"{tracecard.url}/api/runs/{run['id']}/finish",
-        json={"status": "errored", "error": reason},
-        timeout=30,
-    )
+    ended = api.post(f"/api/runs/{run['id']}/finish", json={"status": "errored", "error": reason})
     assert ended.status_code == 200 and ended.json()["error"] == reason
-    read = httpx.get(f"{tracecard.url}/api/runs/{run['id']}").json()
+    read = api.get(f"/api/runs/{run['id']}").json()
     assert (read["status"], read["error"]) == ("errored", reason)
-    bad = httpx.post(f"{tracecard.url}/api/runs/{run['id']}/finish", json={"status": "done"})
+    bad = api.post(f"/api/runs/{run['id']}/finish", json={"status": "done"})
     assert bad.status_code in (400, 409)
