@@ -76,7 +76,7 @@ class UpstreamSettings(BaseModel):
         if self.kind != "mcp" and self.url is None:
             raise ValueError(f"a {self.kind!r} upstream needs `url`")
         if self.verifier_tools and self.kind != "mcp":
-            raise ValueError("`verifier_tools` needs an MCP upstream (kind = \"mcp\")")
+            raise ValueError('`verifier_tools` needs an MCP upstream (kind = "mcp")')
         if any(not name.strip() for name in self.verifier_tools):
             raise ValueError("`verifier_tools` holds an empty tool name")
         return self
@@ -156,6 +156,8 @@ class Settings(BaseModel):
     max_sse_event_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     otlp_max_spans: int = 20_000  # spans per OTLP request; more is refused with 413
     max_experiment_runs: int = 10_000  # tasks x trials of one experiment; more is refused (422)
+    # How long a server keeps an upstream's tools/list for checking suites (0: ask every time).
+    tool_list_ttl_s: float = Field(default=300.0, ge=0)
     sandbox_root: str = ".tracecard/sandboxes"
     sandbox_retention: int = 200  # sandboxes kept; older ones are removed
     upstreams: dict[str, UpstreamSettings] = Field(default_factory=dict)

@@ -80,7 +80,9 @@ async def _check_tools(runtime: Any, suite_ref: str) -> list[str]:
     """Every tool the suite names must be on its servers' `tools/list` (422 with each unknown
     tool and a did-you-mean); servers that cannot be asked come back as warnings."""
     suite, _ = await _thread(find_suite, runtime.store, suite_ref)
-    findings, _ = await check_suite_tools(runtime.settings, suite, f"suite {suite.name!r}")
+    findings, _ = await check_suite_tools(
+        runtime.settings, suite, f"suite {suite.name!r}", runtime.tool_lists
+    )
     errors = [f.message for f in findings if f.level == "error"]
     if errors:
         raise HTTPException(

@@ -22,6 +22,7 @@ from tracecard.server.evaluation.hooks import (
     task_fixture,
     task_params,
 )
+from tracecard.server.evaluation.tool_lists import ToolListCache
 from tracecard.server.evaluation.turns import close_turns
 from tracecard.server.runtime import Runtime
 from tracecard.traces.models import RunRow
@@ -55,6 +56,7 @@ def install(runtime: Runtime) -> None:
     runtime.hooks.enforce = make_enforcer(runtime)
     runtime.hooks.task_params = task_params
     runtime.hooks.task_fixture = task_fixture
+    runtime.tool_lists = ToolListCache(runtime.settings.tool_list_ttl_s)
 
 
 HANDLERS: Sequence[ControllerRouterHandler] = (
