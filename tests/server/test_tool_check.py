@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.in_process import in_process_tracecard
 from tests.support.processes import ROOT, free_port, mcp_tool_server
-from tests.support.proxy import tracecard_for
-from tests.support.tracecard import RunningServer
+from tests.support.proxy import settings_for
 from tracecard.scorers import parse_suite
 from tracecard.scorers.tool_check import check_tools
 from tracecard.server.cli.main import main
@@ -86,34 +86,34 @@ def test_a_correct_suite_and_an_unreachable_server() -> None:
 
 
 @pytest.fixture(scope="module")
-def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """In process: the check is tracecard asking its upstreams (real ones) for their tools."""
     folder = tmp_path_factory.mktemp("toolcheck")
     with mcp_tool_server() as url:
         upstreams = {"notes": {"url": url}, "stdio_notes": {"command": TOOL_SERVER}}
-        with tracecard_for(upstreams, folder) as running:
-            yield running
+        with in_process_tracecard(settings_for(upstreams, folder)) as tracecard:
+            yield tracecard.client
 
 
 @pytest.mark.parametrize("upstream", ["notes", "stdio_notes"])
 def test_experiment_creation_refuses_an_unknown_tool_and_creates_nothing(
-    tracecard: RunningServer, upstream: str
+    tracecard: httpx.Client, upstream: str
 ) -> None:
     toml = {"content-type": "application/toml"}
-    with httpx.Client(base_url=tracecard.url, timeout=60) as http:
-        text = suite_text(f"api-{upstream}", upstream, probe="raed_note")
-        assert http.post("/api/suites", content=text, headers=toml).status_code == 201
-        before = http.get("/api/experiments").json()["experiments"]
-        body = {"suite": f"typos-api-{upstream}", "config": {"name": "x"}, "trials": 2}
-        refused = http.post("/api/experiments", json=body)
-        assert refused.status_code == 422, refused.text
-        detail = refused.json()["detail"]
-        assert "outcome.probes[0].tool: unknown tool 'raed_note'" in detail
-        assert "did you mean 'read_note'" in detail
-        assert http.get("/api/experiments").json()["experiments"] == before
-        good = suite_text(f"ok-{upstream}", upstream)
-        assert http.post("/api/suites", content=good, headers=toml).status_code == 201
-        created = http.post("/api/experiments", json=body | {"suite": f"typos-ok-{upstream}"})
-        assert created.status_code == 201 and created.json()["warnings"] == []
+    text = suite_text(f"api-{upstream}", upstream, probe="raed_note")
+    assert tracecard.post("/api/suites", content=text, headers=toml).status_code == 201
+    before = tracecard.get("/api/experiments").json()["experiments"]
+    body = {"suite": f"typos-api-{upstream}", "config": {"name": "x"}, "trials": 2}
+    refused = tracecard.post("/api/experiments", json=body)
+    assert refused.status_code == 422, refused.text
+    detail = refused.json()["detail"]
+    assert "outcome.probes[0].tool: unknown tool 'raed_note'" in detail
+    assert "did you mean 'read_note'" in detail
+    assert tracecard.get("/api/experiments").json()["experiments"] == before
+    good = suite_text(f"ok-{upstream}", upstream)
+    assert tracecard.post("/api/suites", content=good, headers=toml).status_code == 201
+    created = tracecard.post("/api/experiments", json=body | {"suite": f"typos-ok-{upstream}"})
+    assert created.status_code == 201 and created.json()["warnings"] == []
 
 
 def test_suite_check_with_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

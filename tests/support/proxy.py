@@ -15,20 +15,26 @@ from tracecard.server.settings import Settings
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
-@contextlib.contextmanager
-def tracecard_for(
+def settings_for(
     upstreams: dict[str, dict[str, Any]], folder: Path, db: str | None = None, **overrides: Any
-) -> Iterator[RunningServer]:
-    """A real tracecard (uvicorn, uvloop, httptools) proxying `upstreams`, on SQLite by default."""
+) -> Settings:
+    """Settings proxying `upstreams`, on SQLite in `folder` by default."""
     recording = {"batch_delay_ms": 20, **overrides.pop("recording", {})}
-    settings = Settings(
+    return Settings(
         db=db or f"sqlite:///{folder / 'tracecard.db'}",
         sandbox_root=str(folder / "sandboxes"),
         upstreams=upstreams,
         recording=recording,
         **overrides,
     )
-    with running_tracecard(settings) as running:
+
+
+@contextlib.contextmanager
+def tracecard_for(
+    upstreams: dict[str, dict[str, Any]], folder: Path, db: str | None = None, **overrides: Any
+) -> Iterator[RunningServer]:
+    """A real tracecard (uvicorn, uvloop, httptools) proxying `upstreams`, on SQLite by default."""
+    with running_tracecard(settings_for(upstreams, folder, db, **overrides)) as running:
         yield running
 
 
