@@ -31,6 +31,13 @@ def _unknown_keys(model: type[BaseModel], data: Any) -> Any:
     return data
 
 
+def _number(value: Any) -> Any:
+    # `true` is not 1 here: a gate value or a weight written as a boolean is a mistake.
+    if isinstance(value, bool):
+        raise ValueError(f"a number from 0 to 1 is needed, not {str(value).lower()}")
+    return value
+
+
 def _share(value: float, what: str) -> float:
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise ValueError(f"{what} must be a number from 0 to 1, not {value}")
@@ -51,6 +58,11 @@ class GateConstants(BaseModel):
     @classmethod
     def _known_keys(cls, data: Any) -> Any:
         return _unknown_keys(cls, data)
+
+    @field_validator("clean", "only_minor", "one_major", "severe", mode="before")
+    @classmethod
+    def _not_bool(cls, value: Any) -> Any:
+        return _number(value)
 
     @field_validator("clean", "only_minor", "one_major", "severe")
     @classmethod
@@ -94,6 +106,19 @@ class CompositeWeights(BaseModel):
     @classmethod
     def _known_keys(cls, data: Any) -> Any:
         return _unknown_keys(cls, data)
+
+    @field_validator("efficiency_penalty", mode="before")
+    @classmethod
+    def _penalty_not_bool(cls, value: Any) -> Any:
+        return _number(value)
+
+    @field_validator("weights", mode="before")
+    @classmethod
+    def _weights_not_bool(cls, weights: Any) -> Any:
+        if isinstance(weights, dict):
+            for value in weights.values():
+                _number(value)
+        return weights
 
     @field_validator("efficiency_penalty")
     @classmethod

@@ -147,6 +147,12 @@ def test_a_v1_suite_without_scoring_keeps_its_stored_version() -> None:
             "'safety' is not weighted: it is the gate",
         ),
         ("[scoring.composite]\nefficiency_penalty = 1.5\n", "efficiency_penalty must be a number"),
+        ("[scoring.composite]\nefficiency_penalty = true\n", "a number from 0 to 1 is needed"),
+        (
+            "[scoring.composite]\nweights = { outcome = true }\n",
+            "scoring.composite.weights: a number from 0 to 1 is needed, not true",
+        ),
+        ("[scoring.gate]\nclean = false\n", "a number from 0 to 1 is needed, not false"),
         ("[scoring.gate]\nsevere = -0.1\n", "a gate value must be a number from 0 to 1, not -0.1"),
         ("[scoring.gate]\nsevere = nan\n", "a gate value must be a number from 0 to 1, not nan"),
         (
