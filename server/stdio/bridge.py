@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -41,6 +41,7 @@ from tracecard.server.proxy.sessions import IdleLru
 from tracecard.server.recording.recorder import Exchange, Recorder, is_verifier
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runtime import Runtime
+from tracecard.server.stdio import handshake
 from tracecard.server.stdio.messages import (
     MODERN_META_PREFIX,
     VERSION_HEADER,
@@ -73,6 +74,7 @@ class Session:
     protocol_version: str
     closed: asyncio.Event
     adhoc_key: str | None = None  # the ad-hoc run key, when the session named no run
+    capabilities: dict[str, Any] = field(default_factory=dict)  # what its agent declared
     stopping: asyncio.Task[None] | None = None  # its per-run processes, once forgotten
 
 
@@ -328,7 +330,8 @@ class StdioBridge:
             await send_json(send, 200, reply, headers=session_headers)
             return
         stream = SseStream(send, session_headers)
-        reply = await self._forward(upstream, message, exchange, sink=stream.event)
+        sink = handshake.capable(stream.event, session.capabilities)
+        reply = await self._forward(upstream, message, exchange, sink=sink)
         await stream.event(reply)
         await stream.close()
 
@@ -346,10 +349,9 @@ class StdioBridge:
         run = run or self.runtime.runs.adhoc(str(adhoc_key))
         exchange = self._exchange(upstream, run, headers, session_id)
         slot = self.pool.slot(upstream, run)
-        params = message.get("params")
-        capabilities = params.get("capabilities") if isinstance(params, dict) else None
-        if isinstance(capabilities, dict) and (slot.process is None or not slot.process.alive):
-            slot.client_capabilities = capabilities  # the process to start declares the agent's
+        agent = handshake.declared_capabilities(message)
+        if slot.process is None or not slot.process.alive:
+            slot.client_capabilities = agent  # the process to start declares the agent's
         try:
             process = await self._process(upstream, exchange)
         except UpstreamError as exc:
@@ -360,7 +362,8 @@ class StdioBridge:
         result = dict(process.initialize_result)
         version = str(result.get("protocolVersion") or "2025-11-25")
         exchange.protocol_version = version
-        session = Session(session_id, upstream, run, version, asyncio.Event(), adhoc_key)
+        handshake.note_shared(upstream, slot.run, process.client_capabilities, agent)
+        session = Session(session_id, upstream, run, version, asyncio.Event(), adhoc_key, agent)
         self.sessions.bind(session_id, session)
         reply = await self._answer_self(message, exchange, result)
         await send_json(send, 200, reply, headers=[(b"mcp-session-id", session_id.encode())])
@@ -378,7 +381,8 @@ class StdioBridge:
             return
         stream = SseStream(send, [(b"mcp-session-id", session.id.encode())])
         slot = self.pool.slot(session.upstream, session.run)
-        slot.listeners.add(stream.event)
+        listener = handshake.capable(stream.event, session.capabilities)
+        slot.listeners.add(listener)
         gone = asyncio.ensure_future(wait_disconnect(receive))
         closed = asyncio.ensure_future(session.closed.wait())
         draining = asyncio.ensure_future(self.runtime.draining.wait())  # shutdown: end it
@@ -390,7 +394,7 @@ class StdioBridge:
                     break
                 await stream.write(b": keepalive\r\n\r\n")
         finally:
-            slot.listeners.discard(stream.event)
+            slot.listeners.discard(listener)
             for waiting in (gone, closed, draining):
                 waiting.cancel()
             await stream.close()

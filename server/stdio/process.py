@@ -386,14 +386,14 @@ class StdioProcess:
         relayed = dict(message, id=client_id)
         self._server_requests[client_id] = _ServerRequest(message["id"], pending)
         targets = [w.sink for w in self._waiters.values() if w.sink is not None]
-        for sink in [*targets, *self.listeners]:
+        for sink in targets or list(self.listeners):  # during calls, only to their callers
             if await sink(relayed):
                 return
         self._server_requests.pop(client_id, None)
         refusal = {
             "jsonrpc": "2.0",
             "id": message["id"],
-            "error": {"code": -32601, "message": "no client can answer this request now"},
+            "error": {"code": -32601, "message": "no waiting agent declared this capability"},
         }
         self.recorder.finish(pending, refusal)
         with contextlib.suppress(UpstreamError):

@@ -122,6 +122,20 @@ def client_capabilities(ctx: Context) -> str:
     return json.dumps(declared)
 
 
+class Name(BaseModel):
+    name: str
+
+
+@server.tool()
+async def ask_name(ctx: Context) -> str:
+    """Asks the client for a name (an elicitation request to the client); what came back."""
+    try:
+        answer = await ctx.elicit("Your name?", Name)
+    except Exception as exc:  # the client, or tracecard for it, refused the request
+        return f"refused: {exc}"
+    return f"{answer.action}: {answer.data.name if answer.data else ''}"
+
+
 def main() -> None:
     if sys.argv[1] == "stdio":
         server.run("stdio")
