@@ -261,3 +261,30 @@ def test_efficiency_penalty_from_the_suite() -> None:
     assert composite is not None
     assert composite.value == pytest.approx(1.0 * 1.0 * (1 - 1.0 * 0.5))
     assert composite.evidence["efficiency_penalty"] == 0.5
+
+
+def test_a_derived_scorer_gets_the_task_only_when_it_asks_for_it() -> None:
+    from tracecard.scorers import ComponentScore, ScorerRegistry, scorer
+
+    def score(component: str, value: float) -> ComponentScore:
+        return ComponentScore(
+            component=component, value=value, passed=None, scorer=component, version="1"
+        )
+
+    @scorer(name="count", component="count", version="1", derived=True)
+    def count(components: list[ComponentScore]) -> ComponentScore:  # the documented protocol
+        return score("count", float(len(components)))
+
+    @scorer(name="minor-gate", component="minor-gate", version="1", derived=True)
+    def minor_gate(components: list[ComponentScore], task: object) -> ComponentScore:
+        return score("minor-gate", task.scoring.gate.only_minor)  # type: ignore[attr-defined]
+
+    registry = ScorerRegistry()
+    registry.register(count)
+    registry.register(minor_gate)
+    task = parse_suite(suite_text(scoring=SCORING), "toml").task("save")
+    scored = score_run(task, _spans(), FACTS, registry)
+    assert [(c.component, c.value) for c in scored.components] == [
+        ("count", 0.0),
+        ("minor-gate", 0.5),
+    ]
