@@ -88,21 +88,21 @@ def _align_to_profile(
 ) -> list[tuple[int | None, int | None]]:
     """Needleman-Wunsch of `sequence` against `profile`: pairs (profile column, sequence index)."""
     n, m = len(profile), len(sequence)
-    score = [[0] * (m + 1) for _ in range(n + 1)]
-    for i in range(1, n + 1):
-        score[i][0] = i * GAP
-    for j in range(1, m + 1):
-        score[0][j] = j * GAP
+    score = [[j * GAP for j in range(m + 1)]]
     match = [column.scores(sequence) for column in profile]
     for i in range(1, n + 1):
-        row, above, cells = score[i], score[i - 1], match[i - 1]
-        left = row[0]
-        for j in range(1, m + 1):
-            diagonal = above[j - 1] + cells[j - 1]
-            up = above[j] + GAP
-            side = left + GAP
-            left = diagonal if diagonal >= up and diagonal >= side else (up if up >= side else side)
-            row[j] = left
+        above = score[i - 1]
+        left = i * GAP
+        row = [left]
+        append = row.append
+        # diagonal: above[j-1] + the pair's score; up: above[j]; side: row[j-1] (up and side
+        # both pay GAP, so the larger of them competes with the diagonal)
+        for diagonal, up, cell in zip(above, above[1:], match[i - 1], strict=False):
+            diagonal += cell
+            up = (up if up >= left else left) + GAP
+            left = diagonal if diagonal >= up else up
+            append(left)
+        score.append(row)
     pairs: list[tuple[int | None, int | None]] = []
     i, j = n, m
     while i > 0 or j > 0:
@@ -119,11 +119,22 @@ def _align_to_profile(
     return pairs
 
 
-def _pair_similarity(a: Sequence[CallKey], b: Sequence[CallKey]) -> int:
+class _Bag:
+    """A trial's calls and tools as multisets, counted once for every pair it is in."""
+
+    __slots__ = ("calls", "size", "tools")
+
+    def __init__(self, sequence: Sequence[CallKey]) -> None:
+        self.calls = Counter(sequence)
+        self.tools = Counter(key[0] for key in sequence)
+        self.size = len(sequence)
+
+
+def _pair_similarity(a: _Bag, b: _Bag) -> int:
     """How alike two trials are, order aside: shared calls, shared tools, the rest as gaps."""
-    same = sum((Counter(a) & Counter(b)).values())
-    tools = sum((Counter(k[0] for k in a) & Counter(k[0] for k in b)).values())
-    return same * MATCH + (tools - same) * SAME_TOOL + (len(a) + len(b) - 2 * tools) * GAP
+    same = sum((a.calls & b.calls).values())
+    tools = sum((a.tools & b.tools).values())
+    return same * MATCH + (tools - same) * SAME_TOOL + (a.size + b.size - 2 * tools) * GAP
 
 
 def align_calls(sequences: Sequence[Sequence[CallKey]], cap: int = ALIGN_CAP) -> Alignment:
@@ -134,10 +145,11 @@ def align_calls(sequences: Sequence[Sequence[CallKey]], cap: int = ALIGN_CAP) ->
         return Alignment(rows=[], first_divergence=None)
     full = sequences
     sequences = [list(s[:cap]) for s in full]
+    bags = [_Bag(s) for s in sequences]
     similarity = [[0] * count for _ in range(count)]
     for a in range(count):
         for b in range(a + 1, count):
-            similarity[a][b] = similarity[b][a] = _pair_similarity(sequences[a], sequences[b])
+            similarity[a][b] = similarity[b][a] = _pair_similarity(bags[a], bags[b])
     seed = max(range(count), key=lambda t: (sum(similarity[t]), -t))
     order = sorted((t for t in range(count) if t != seed), key=lambda t: (-similarity[seed][t], t))
     rows: list[list[int | None]] = [

@@ -70,6 +70,19 @@ class RunsComparison:
     agrees_to_cap: bool = False  # longer trials whose shown (capped) calls all agree
     aligned_calls: int | None = None  # set when trials were longer: only this many are shown
     calls_beyond: list[int] = field(default_factory=list)  # per trial: calls not shown
+    calls_made: list[int] = field(default_factory=list)  # per trial: its agent calls in all
+    first_hidden: list[str | None] = field(default_factory=list)  # per trial: first call not shown
+
+    @property
+    def beyond_cap(self) -> list[tuple[TrialColumn, int, int, str | None]]:
+        """Trials longer than the cap: (column, calls not shown, calls made, first not shown)."""
+        return [
+            (column, beyond, made, hidden)
+            for column, beyond, made, hidden in zip(
+                self.columns, self.calls_beyond, self.calls_made, self.first_hidden, strict=True
+            )
+            if beyond
+        ]
 
 
 MODEL_STEP = "model"  # a model turn's row label: turns align with turns, calls with calls
@@ -146,45 +159,65 @@ def agent_calls(spans: Sequence[dict[str, Any]], limit: int | None = None) -> li
     return calls
 
 
-def _mark_differences(call: Call, consensus: Call) -> None:
+def _argument_texts(call: Call) -> dict[Any, str] | None:
+    """Each argument's canonical JSON by name (None when the arguments are not an object)."""
+    if not isinstance(call.arguments, dict):
+        return None
+    return {name: canonical_arguments(value) for name, value in call.arguments.items()}
+
+
+def _mark_differences(call: Call, consensus: Call, theirs: dict[Any, str] | None) -> None:
+    """Mark what `call` does otherwise than `consensus` (`theirs`: its argument texts)."""
     call.tool_differs = call.tool != consensus.tool
-    mine, theirs = call.arguments, consensus.arguments
-    if isinstance(mine, dict) and isinstance(theirs, dict):
+    mine = _argument_texts(call)
+    if mine is not None and theirs is not None:
         call.shown = [
-            Argument(
-                name=str(name),
-                text=canonical_arguments(value),
-                differs=name not in theirs
-                or canonical_arguments(theirs[name]) != canonical_arguments(value),
-            )
-            for name, value in mine.items()
+            Argument(name=str(name), text=text, differs=theirs.get(name) != text)
+            for name, text in mine.items()
         ] + [
             Argument(name=str(name), text="(absent)", differs=True)
             for name in theirs
             if name not in mine
         ]
     else:
-        call.shown = [Argument("arguments", canonical_arguments(mine), call.key != consensus.key)]
+        texts = canonical_arguments(call.arguments)
+        call.shown = [Argument("arguments", texts, call.key != consensus.key)]
 
 
 def compare_runs(
     runs: Sequence[RunRow],
     spans_by_run: dict[str, list[dict[str, Any]]],
     scores_by_run: dict[str, list[ScoreRow]],
+    totals: dict[str, int] | None = None,
+    next_calls: dict[str, str] | None = None,
 ) -> RunsComparison:
-    """Align the runs' tool calls and mark where, and in which arguments, trials differ."""
-    # Calls past the alignment cap are counted, not read: the page does not show them.
-    totals = [sum(map(_is_agent_call, spans_by_run.get(run.id, []))) for run in runs]
+    """Align the runs' tool calls and mark where, and in which arguments, trials differ.
+
+    `totals` (calls per run in all) and `next_calls` (the span id of each longer run's first
+    call past the cap) are given when `spans_by_run` holds only each run's first `ALIGN_CAP`
+    calls (`tracecard.traces.trial_calls`); without them both are found here."""
+    made = [
+        totals[run.id]
+        if totals is not None and run.id in totals
+        else sum(map(_is_agent_call, spans_by_run.get(run.id, [])))
+        for run in runs
+    ]
     columns = [
         TrialColumn(
             run=run,
             scores=sorted(scores_by_run.get(run.id, []), key=lambda s: component_key(s.component)),
-            calls=agent_calls(spans_by_run.get(run.id, []), ALIGN_CAP),
+            calls=agent_calls(spans_by_run.get(run.id, []), ALIGN_CAP + 1),
         )
         for run in runs
     ]
+    hidden: list[str | None] = []
+    for column in columns:  # a call past the cap is only where the trial's trace continues
+        beyond = column.calls[ALIGN_CAP:]
+        del column.calls[ALIGN_CAP:]
+        known = (next_calls or {}).get(column.run.id)
+        hidden.append(known if known is not None else beyond[0].span_id if beyond else None)
     alignment = align_calls([[c.key for c in col.calls] for col in columns])
-    longer = any(total > ALIGN_CAP for total in totals)
+    longer = any(total > ALIGN_CAP for total in made)
     rows = []
     for indices in alignment.rows:
         cells = [
@@ -194,8 +227,9 @@ def compare_runs(
         counts = Counter(c.key for c in present)
         top = max(counts.values())
         consensus = next(c for c in present if counts[c.key] == top)
+        theirs = _argument_texts(consensus)
         for cell in present:
-            _mark_differences(cell, consensus)
+            _mark_differences(cell, consensus, theirs)
         keys = {c.key if c else None for c in cells}
         rows.append(AlignedRow(cells=cells, diverges=len(keys) > 1))
     components = sorted({s.component for col in columns for s in col.scores}, key=component_key)
@@ -208,5 +242,7 @@ def compare_runs(
         components=components,
         agrees_to_cap=longer and shown_divergence is None,
         aligned_calls=ALIGN_CAP if longer else None,
-        calls_beyond=[max(0, total - ALIGN_CAP) for total in totals],
+        calls_beyond=[max(0, total - ALIGN_CAP) for total in made],
+        calls_made=made,
+        first_hidden=hidden,
     )

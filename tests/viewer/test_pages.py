@@ -142,10 +142,12 @@ async def test_hostile_payloads_are_escaped_text(night_client: NightClient) -> N
     call = night_client.night.spans[run][0]
     page = (await get(night_client, f"/runs/{run}")).text
     detail = (await get(night_client, f"/runs/{run}/spans/{call}")).text
-    for html in (page, detail):
+    trials = (await get(night_client, f"/compare/runs?run={run}&run={run}")).text
+    for html in (page, detail, trials):
         assert "<script>window" not in html and "<img src=x" not in html
         assert "<b onmouseover" not in html and 'href="javascript:' not in html
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in detail
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in trials  # the result's preview
     assert '<details class="payload"' in detail and "KB</span>" in detail  # collapsed, sized
     full = await get(night_client, f"/runs/{run}/spans/{call}/payload?key=gen_ai.tool.call.result")
     assert "&lt;img src=x onerror=" in full.text and len(full.text) > len(HOSTILE_RESULT)

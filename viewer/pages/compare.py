@@ -13,6 +13,9 @@ from tracecard.scorers.compare import ComparisonError, compare_experiments
 from tracecard.scorers.registry import check_component, component_names
 from tracecard.traces import queries
 from tracecard.traces.store import Store
+from tracecard.traces.trial_calls import first_agent_calls
+from tracecard.viewer.align import ALIGN_CAP
+from tracecard.viewer.compare_rows import aligned_rows
 from tracecard.viewer.compare_runs import compare_runs
 from tracecard.viewer.rendering import page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
@@ -32,10 +35,13 @@ def _compare_runs_html(
     if not runs:
         raise NotFoundException("no runs to compare: give ?experiment=ID&task=ID or ?run=ID&run=ID")
     runs = runs[:MAX_TRIALS]
-    spans = store.spans_for_runs(runs)  # Core rows in one query: no ORM objects per span
+    # Only the calls the page aligns are read (and how many each trial made in all).
+    calls = first_agent_calls(store, runs, ALIGN_CAP)
     scores = store.scores_for_runs([r.id for r in runs])
-    view = compare_runs(runs, spans, scores)
-    return render_html("compare_runs.html", view=view, experiment=experiment, task=task)
+    view = compare_runs(runs, calls.spans, scores, calls.totals, calls.next_call)
+    return render_html(
+        "compare_runs.html", view=view, rows=aligned_rows(view), experiment=experiment, task=task
+    )
 
 
 def _compare_experiments_html(store: Store, a: str | None, b: str | None, component: str) -> str:
