@@ -70,6 +70,9 @@ ROLE_VERIFIER: Final = "verifier"
 ROLE_HEADER: Final = "tracecard.role.header"
 # On an ingested span that looks like tracecard's own recording (an MCP message, a tool call, a
 # tracecard role) but that tracecard did not observe: stored and shown, never scored.
+# The trace id the agent's own spans (or its `traceparent`) named, on a span tracecard moved into
+# its run's trace: one run, one trace, even when the agent's instrumentation started its own.
+AGENT_TRACE_ID: Final = "tracecard.agent.trace_id"
 EVIDENCE: Final = "tracecard.evidence"
 EVIDENCE_AGENT_REPORTED: Final = "agent_reported"
 TRUNCATED: Final = "tracecard.truncated"  # bool: some payload attribute was cut

@@ -152,7 +152,7 @@ def _record(
         status = Status(StatusCode.ERROR, error)
     if truncated:
         attributes[semconv.TRUNCATED] = True
-    parent = traceparent_of({}, headers.trace_headers) or run.context
+    parent = traceparent_of({}, headers.trace_headers, run, attributes) or run.context
     span = state.recorder.tracer.start_span(
         f"{method} /{path}",
         context=parent,

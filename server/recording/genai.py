@@ -204,7 +204,9 @@ def record_model_call(recorder: Recorder, exchange: ModelExchange, end_ns: int) 
         name = f"{semconv.OP_CHAT} {model or (output.model if output else None) or 'unknown'}"
     else:
         name = f"{exchange.method} /{exchange.path}"
-    parent = traceparent_of({}, exchange.trace_headers) or exchange.run.context
+    parent = (
+        traceparent_of({}, exchange.trace_headers, exchange.run, attributes) or exchange.run.context
+    )
     span = recorder.sink.start(name, parent_of(parent), attributes, exchange.start_ns)
     span.set_status(status)
     span.end(end_ns)

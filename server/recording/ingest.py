@@ -6,7 +6,8 @@ the request's `Tracecard-Run` or `baggage: tracecard.run=<id>` header, or its tr
 trace of a known run, or a trace the proxy has recorded a call in). Anything else is attached to
 an ad-hoc run per trace id: stored, never dropped. A span that looks like tracecard's own
 recording of a call counts as evidence only with `tracecard wrap`'s MAC for the run it joined
-(`wrap_credential`); otherwise it is marked `tracecard.evidence = agent_reported`.
+(`wrap_credential`); otherwise it is marked `tracecard.evidence = agent_reported`. A span of a
+named run that came in another trace is moved into the run's trace (`into_run_traces`).
 """
 
 from __future__ import annotations
@@ -60,9 +61,13 @@ class TraceRunIndex(SpanProcessor):
         self._capacity = capacity
 
     def on_start(self, span: SdkSpan, parent_context: Context | None = None) -> None:
-        run_id = (span.attributes or {}).get(semconv.RUN_ID)
+        attributes = span.attributes or {}
+        run_id = attributes.get(semconv.RUN_ID)
         if isinstance(run_id, str):
             self.remember(format(span.get_span_context().trace_id, "032x"), run_id)
+            agent_trace = attributes.get(semconv.AGENT_TRACE_ID)
+            if isinstance(agent_trace, str):  # the agent's own trace, moved into the run's
+                self.remember(agent_trace, run_id)
 
     def on_end(self, span: ReadableSpan) -> None:
         return None
@@ -151,6 +156,26 @@ class Ingest:
                 span["run_id"] = found
         await self.runtime.runs.drain()  # ad-hoc run rows are committed before the answer
 
+    async def into_run_traces(self, spans: list[SpanDict]) -> None:
+        """One run, one trace: a span of a named run in another trace (the agent's
+        instrumentation started its own) moves into the run's trace, its trace id kept as
+        `tracecard.agent.trace_id`; a root of that trace hangs under the run's root span.
+        Ad-hoc runs keep the trace they came with."""
+        runs: dict[str, tuple[str, str] | None] = {}
+        for span in spans:
+            run_id = str(span["run_id"])
+            if run_id not in runs:
+                info = await self.runtime.runs.resolve(run_id)
+                usable = info is not None and not info.adhoc
+                runs[run_id] = (info.trace_id, info.root_span_id) if usable and info else None
+            target = runs[run_id]
+            if target is None or span["trace_id"] == target[0]:
+                continue
+            span["attributes"][semconv.AGENT_TRACE_ID] = span["trace_id"]
+            span["trace_id"] = target[0]
+            if not span.get("parent_span_id"):
+                span["parent_span_id"] = target[1]
+
     async def commit(self, batch: DecodedBatch, headers: Mapping[str, str]) -> None:
         """Join and store every span; in chunks, so that a large request never has all its
         rows encoded at once (a retried request is harmless: inserts are idempotent)."""
@@ -158,6 +183,7 @@ class Ingest:
         redact(batch.spans, self.redactor)
         await self.join(batch.spans, headers)
         distrust(batch.spans, macs, self.runtime.wrap_key)
+        await self.into_run_traces(batch.spans)
         for start in range(0, len(batch.spans), INSERT_CHUNK):
             chunk = batch.spans[start : start + INSERT_CHUNK]
             await anyio.to_thread.run_sync(self.runtime.store.insert_spans, chunk)

@@ -77,8 +77,37 @@ def message_target(message: Mapping[str, Any]) -> str | None:
     return None
 
 
-def traceparent_of(message: Mapping[str, Any], headers: Mapping[str, str]) -> Context | None:
-    """The agent's trace context from `params._meta.traceparent`, else the HTTP header."""
+def traceparent_of(
+    message: Mapping[str, Any],
+    headers: Mapping[str, str],
+    run: RunInfo | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> Context | None:
+    """The agent's trace context from `params._meta.traceparent`, else the HTTP header.
+
+    With the (named) `run` it is in, a context of another trace is moved into the run's trace,
+    same parent span id (the agent's spans of that trace are moved the same way when they
+    arrive over OTLP); the agent's trace id goes into `attributes`.
+    """
+    context = _agent_context(message, headers)
+    if context is None or run is None or run.adhoc or not run.id:
+        return context
+    span_context = trace.get_current_span(context).get_span_context()
+    if format(span_context.trace_id, "032x") == run.trace_id:
+        return context
+    if attributes is not None:
+        attributes[semconv.AGENT_TRACE_ID] = format(span_context.trace_id, "032x")
+    moved = SpanContext(
+        trace_id=int(run.trace_id, 16),
+        span_id=span_context.span_id,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        trace_state=span_context.trace_state,
+    )
+    return trace.set_span_in_context(NonRecordingSpan(moved))
+
+
+def _agent_context(message: Mapping[str, Any], headers: Mapping[str, str]) -> Context | None:
     carrier: dict[str, str] = {}
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
@@ -217,7 +246,10 @@ class Recorder:
         if truncated:
             attributes[semconv.TRUNCATED] = True
         if parent is None:
-            parent = traceparent_of(message, exchange.headers) or exchange.run.context
+            parent = (
+                traceparent_of(message, exchange.headers, exchange.run, attributes)
+                or exchange.run.context
+            )
         name = f"{method} {target}" if target else method
         span = self.sink.start(name, parent_of(parent), attributes, start_ns)
         return PendingCall(span=span, method=method, request_id=request_id, redactor=redactor)

@@ -62,6 +62,7 @@ class RunInfo:
     experiment_id: str | None = None
     sandbox: str | None = None
     created_ns: int = field(default_factory=time.time_ns)
+    adhoc: bool = False  # made up for traffic that named no run (its trace is whatever came)
     _context: Context | None = None
     _turn_context: Context | None = None  # the open turn span of a multi-turn run
 
@@ -80,6 +81,7 @@ class RunInfo:
             experiment_id=row.experiment_id,
             sandbox=row.sandbox,
             created_ns=int(created.timestamp() * 1e9),
+            adhoc=row.adhoc_key is not None,
         )
 
     def enter_turn(self, context: Context | None) -> None:
@@ -150,6 +152,7 @@ class RunRegistry:
             root_span_id=new_span_id(),
             config_name=config_name,
             status="running",
+            adhoc=True,
         )
         self._adhoc[key] = info
         while len(self._adhoc) > self._capacity:

@@ -86,19 +86,32 @@ def test_payloads_over_the_cap_are_cut_with_a_marker(tracecard: RunningServer) -
         assert len(span[key]) < CAP + 100
 
 
-def test_traceparent_header_continues_the_agents_trace(
+def test_traceparent_header_parents_the_call_in_the_runs_trace(
     tracecard: RunningServer, fake: FakeUpstream
 ) -> None:
+    """One run, one trace: the agent's span is the parent, moved into the run's trace (the
+    agent's own spans of that trace move the same way when they arrive over OTLP)."""
     run = new_run(tracecard.url)
     parent = f"00-{AGENT_TRACE}-{AGENT_SPAN}-00"  # not sampled by the agent: recorded anyway
     post(run["urls"]["fake"], rpc("tools/list", {}), traceparent=parent)
     span = named(run_spans(tracecard.url, run["id"]), "tools/list")
-    assert span["trace_id"] == AGENT_TRACE and span["parent_span_id"] == AGENT_SPAN
+    assert span["trace_id"] == run["trace_id"] and span["parent_span_id"] == AGENT_SPAN
+    assert span["attributes"]["tracecard.agent.trace_id"] == AGENT_TRACE
     injected = fake.bodies("/mcp")[-1]["params"]["_meta"]["traceparent"]
-    assert injected == f"00-{AGENT_TRACE}-{span['span_id']}-01"
+    assert injected == f"00-{run['trace_id']}-{span['span_id']}-01"
 
 
-def test_traceparent_in_meta_continues_the_trace_and_is_left_alone(
+def test_traffic_that_names_no_run_continues_the_agents_trace(
+    tracecard: RunningServer, fake: FakeUpstream
+) -> None:
+    parent = f"00-{AGENT_TRACE}-{AGENT_SPAN}-01"
+    params = {"name": "echo", "arguments": {"adhoc": True}}
+    post(f"{tracecard.url}/mcp/fake", rpc("tools/call", params), traceparent=parent)
+    injected = fake.bodies("/mcp")[-1]["params"]["_meta"]["traceparent"]
+    assert injected.startswith(f"00-{AGENT_TRACE}-")  # an ad-hoc run keeps the agent's trace
+
+
+def test_traceparent_in_meta_parents_the_call_and_is_left_alone(
     tracecard: RunningServer, fake: FakeUpstream
 ) -> None:
     run = new_run(tracecard.url)
@@ -106,7 +119,7 @@ def test_traceparent_in_meta_continues_the_trace_and_is_left_alone(
     params = {"name": "echo", "arguments": {}, "_meta": {"traceparent": parent}}
     post(run["urls"]["fake"], rpc("tools/call", params))
     span = named(run_spans(tracecard.url, run["id"]), "tools/call echo")
-    assert span["trace_id"] == AGENT_TRACE and span["parent_span_id"] == AGENT_SPAN
+    assert span["trace_id"] == run["trace_id"] and span["parent_span_id"] == AGENT_SPAN
     assert fake.bodies("/mcp")[-1]["params"]["_meta"] == {"traceparent": parent}
 
 

@@ -1,0 +1,82 @@
+"""One run, one trace: a real pydantic-ai agent with its OpenTelemetry instrumentation exporting
+to tracecard's OTLP endpoint starts a trace of its own (it is never handed the run's context);
+its spans and the proxy's tool spans under them end in the run's trace, as one tree under the
+run's root, with the agent's trace id kept on each moved span."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from pydantic_ai import Agent
+from pydantic_ai.mcp import MCPToolset
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.instrumented import InstrumentationSettings
+
+from tests.support.processes import mcp_tool_server
+from tests.support.proxy import new_run, run_spans, tracecard_for
+from tests.support.tracecard import RunningServer
+
+
+@pytest.fixture(scope="module")
+def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    with mcp_tool_server() as url:
+        with tracecard_for({"tools": {"url": url}}, tmp_path_factory.mktemp("one-trace")) as s:
+            yield s
+
+
+def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    if not any(isinstance(m, ModelResponse) for m in messages):
+        return ModelResponse(parts=[ToolCallPart("add", {"a": 2, "b": 40})])
+    return ModelResponse(parts=[TextPart("42")])
+
+
+async def _instrumented_run(server: RunningServer, run: dict[str, Any], names_run: bool) -> None:
+    # as `tracecard run` hands it over: OTEL_RESOURCE_ATTRIBUTES gets tracecard.run.id
+    resource = {"service.name": "agent", **({"tracecard.run.id": run["id"]} if names_run else {})}
+    provider = TracerProvider(resource=Resource.create(resource))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{server.url}/v1/traces")))
+    agent = Agent(FunctionModel(respond), toolsets=[MCPToolset(run["urls"]["tools"])])
+    agent.instrument = InstrumentationSettings(tracer_provider=provider)
+    async with agent:
+        assert (await agent.run("add 2 and 40")).output == "42"
+    provider.shutdown()
+
+
+@pytest.mark.parametrize("names_run", [True, False], ids=["resource-names-run", "trace-only"])
+async def test_an_instrumented_agent_run_is_one_trace_and_one_tree(
+    tracecard: RunningServer, names_run: bool
+) -> None:
+    run = new_run(tracecard.url, config={"name": "pydantic-ai"})
+    await _instrumented_run(tracecard, run, names_run)
+    finished = httpx.post(f"{tracecard.url}/api/runs/{run['id']}/finish", json={}, timeout=60)
+    assert finished.status_code == 200, finished.text
+    spans = run_spans(tracecard.url, run["id"])
+    assert {s["trace_id"] for s in spans} == {run["trace_id"]}
+    by_id = {s["span_id"]: s for s in spans}
+    roots = [s for s in spans if s["parent_span_id"] not in by_id]
+    assert [(s["span_id"], s["name"]) for s in roots] == [
+        (run["root_span_id"], "invoke_agent pydantic-ai")
+    ]
+    (agent_root,) = [s for s in spans if s["name"] == "invoke_agent agent"]
+    assert agent_root["parent_span_id"] == run["root_span_id"]
+    agent_trace = agent_root["attributes"]["tracecard.agent.trace_id"]
+    assert agent_trace != run["trace_id"]
+    (execute,) = [s for s in spans if s["name"] == "execute_tool add"]
+    (call,) = [s for s in spans if s["name"] == "tools/call add"]
+    assert call["parent_span_id"] == execute["span_id"]  # the proxy's span under the agent's
+    assert call["attributes"]["tracecard.agent.trace_id"] == agent_trace
+    assert call["attributes"]["tracecard.role"] == "agent"
+    assert execute["attributes"]["tracecard.evidence"] == "agent_reported"  # its own claim
+    otlp = httpx.get(f"{tracecard.url}/api/runs/{run['id']}/trace.otlp.json", timeout=30).json()
+    exported = {
+        s["traceId"] for rs in otlp["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]
+    }
+    assert exported == {run["trace_id"]}
