@@ -280,7 +280,11 @@ async def test_agent_spans_over_otlp_and_tool_spans_form_one_tree(
     assert tool["parent_span_id"] == chat_id
     assert by_name["chat model"]["parent_span_id"] == by_name["invoke_agent demo"]["span_id"]
     assert by_name["chat summary"]["run_id"] == run["id"]
-    assert {tool["trace_id"], by_name["chat model"]["trace_id"]} == {trace_id}
+    # one run, one trace: the agent's trace is moved into the run's, its id kept on each span
+    assert {s["trace_id"] for s in spans} == {run["trace_id"]}
+    assert by_name["invoke_agent demo"]["parent_span_id"] == run["root_span_id"]
+    assert tool["attributes"]["tracecard.agent.trace_id"] == trace_id
+    assert by_name["chat summary"]["attributes"]["tracecard.agent.trace_id"] == trace_id
     assert forwarded.split("-")[1] == trace_id  # the server saw the trace context too
     assert forwarded.split("-")[2] == chat_id  # present already: passed on unchanged
 
