@@ -40,6 +40,23 @@ def _ms(values: list[float]) -> dict[str, float]:
     }
 
 
+def _rescoring_ms(db: Path) -> float:
+    """Every stored run scored again in-process (all components, no tool touched), per run."""
+    from tracecard.server.evaluation.service import experiment_with_runs, rescore
+    from tracecard.traces.store import Store
+
+    store = Store(f"sqlite:///{db}")
+    try:
+        with sqlite3.connect(db) as con:
+            (experiment,) = con.execute("select id from experiments").fetchone()
+        _row, runs = experiment_with_runs(store, experiment)
+        started = time.perf_counter()
+        scored = rescore(store, runs)
+        return round((time.perf_counter() - started) * 1000 / max(len(scored), 1), 1)
+    finally:
+        store.dispose()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=200)
@@ -89,6 +106,7 @@ def main() -> int:
             calls.append(duration)
         elif name.startswith("invoke_agent"):
             roots.append(duration)
+    scoring = _rescoring_ms(db)
     runs = args.tasks * args.trials
     result: dict[str, Any] = {
         "tasks": args.tasks,
@@ -103,6 +121,7 @@ def main() -> int:
         "run_root_spans": _ms(roots),
         "probe_spans": _ms(probes),
         "turn_spans": _ms(turns),
+        "scoring_ms_per_run": scoring,
         "exit_code": done.returncode,
         "outcome_pass_rate": summary.get("components", {}).get("outcome", {}).get("pass_rate"),
         "invocation_pass_rate": summary.get("components", {})

@@ -11,12 +11,12 @@ argument; irrelevance entries expect no call.
 
 from __future__ import annotations
 
-import itertools
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tracecard.scorers import Suite
+from tracecard.server.bfcl.answers import matcher, param_kinds
 from tracecard.server.bfcl.env import (
     MULTI_TURN,
     SINGLE_TURN,
@@ -31,7 +31,6 @@ from tracecard.server.bfcl.mcp_server import STATE_TOOL
 __all__ = ["ImportError_", "import_suite", "upstream_config"]
 
 UPSTREAM = "bfcl"
-MAX_COMBINATIONS = 64  # a nested possible answer expands to at most this many objects
 # BFCL's environments are virtual: `cd('..')` in its file system is no sandbox escape, and its
 # tools carry no MCP annotations to judge as destructive.
 SAFETY = {"sandbox_paths": False, "forbid_destructive": False}
@@ -95,48 +94,6 @@ def _multi_turn_task(entry: dict[str, Any], ground_truth: list[list[str]]) -> di
     }
 
 
-def _dict_values(raw: dict[str, Any]) -> list[dict[str, Any]] | None:
-    # A nested possible answer ({key: [allowed values]}) as the objects it allows.
-    allowed = {k: v if isinstance(v, list) else [v] for k, v in raw.items()}
-    if any(isinstance(v, dict) for values in allowed.values() for v in values):
-        return None  # deeper nesting: not expanded (the argument is only required present)
-    keys = list(allowed)
-    choices = [[v for v in allowed[k] if v != ""] or [None] for k in keys]
-    optional = [("" in allowed[k]) for k in keys]
-    combos = 1
-    for options, may_skip in zip(choices, optional, strict=True):
-        combos *= len(options) + (1 if may_skip else 0)
-    if combos > MAX_COMBINATIONS:
-        return None
-    out = []
-    for picked in itertools.product(
-        *[[*opts, *([_SKIP] if skip else [])] for opts, skip in zip(choices, optional, strict=True)]
-    ):
-        out.append({k: v for k, v in zip(keys, picked, strict=True) if v is not _SKIP})
-    return out
-
-
-_SKIP = object()
-
-
-def _matcher(allowed: list[Any]) -> dict[str, Any]:
-    values: list[Any] = []
-    for value in allowed:
-        if value == "":
-            continue
-        if isinstance(value, dict):
-            expanded = _dict_values(value)
-            if expanded is None:
-                return {"any": True, "optional": "" in allowed}
-            values.extend(expanded)
-        else:
-            values.append(value)
-    matcher: dict[str, Any] = {"one_of": values} if values else {"any": True}
-    if "" in allowed:
-        matcher["optional"] = True
-    return matcher
-
-
 def _single_turn_task(entry: dict[str, Any], answer: dict[str, Any] | None) -> dict[str, Any]:
     task: dict[str, Any] = {
         "id": entry["id"],
@@ -152,7 +109,8 @@ def _single_turn_task(entry: dict[str, Any], answer: dict[str, Any] | None) -> d
     calls = []
     for expected in answer["ground_truth"]:
         ((name, params),) = expected.items()
-        arguments = {param: _matcher(allowed) for param, allowed in params.items()}
+        kinds = param_kinds(entry, name)
+        arguments = {p: matcher(allowed, kinds.get(p)) for p, allowed in params.items()}
         calls.append({"tool": name, "arguments": arguments, "strict_arguments": True})
     task["invocation"] = {"calls": calls, "order": "any", "allow_extra": False}
     task["efficiency"] = {"optimal_calls": len(calls)}
@@ -214,6 +172,9 @@ def upstream_config(python: str = sys.executable) -> str:
         f"[upstreams.{UPSTREAM}]\n"
         f"command = [{quoted}]\n"
         "per_run = true\n"
+        "# BFCL's credentials are fake, and results are expected as exact text: a redacted\n"
+        "# access_token inside a JSON result would never equal the ground truth's\n"
+        "redact = false\n"
         "# the state probes' tool: not in the agent's tools/list, refused to its calls\n"
         f'verifier_tools = ["{STATE_TOOL}"]\n'
     )

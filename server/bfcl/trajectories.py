@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from tracecard.server.bfcl.answers import first_allowed, param_kinds
 from tracecard.server.bfcl.env import Environment, parse_calls, possible_answers
 from tracecard.server.bfcl.mcp_server import find_entry, tool_docs
 
@@ -23,17 +24,6 @@ PERTURBATIONS = (
     "call_where_none",
     "wrong_function",
 )
-
-
-def _first_allowed(allowed: Any) -> tuple[bool, Any]:
-    for value in allowed if isinstance(allowed, list) else [allowed]:
-        if value == "":
-            continue
-        if isinstance(value, dict):
-            picked = {k: _first_allowed(v) for k, v in value.items()}
-            return True, {k: v for k, (present, v) in picked.items() if present}
-        return True, value
-    return False, None
 
 
 def ground_truth(entry_id: str) -> Trajectory:
@@ -58,7 +48,8 @@ def ground_truth(entry_id: str) -> Trajectory:
     calls = []
     for expected in answer["ground_truth"]:
         ((name, params),) = expected.items()
-        picked = {p: _first_allowed(allowed) for p, allowed in params.items()}
+        kinds = param_kinds(entry, name)
+        picked = {p: first_allowed(allowed, kinds.get(p)) for p, allowed in params.items()}
         calls.append({"tool": name, "arguments": {p: v for p, (ok, v) in picked.items() if ok}})
     return [calls]
 

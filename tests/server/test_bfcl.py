@@ -109,3 +109,38 @@ def test_verdicts_agree_with_bfcls_checkers_on_the_seeded_sample() -> None:
     assert len(rows) >= 80
     assert all(r[2] for r in rows if r[1] == "ground_truth")
     assert sum(not r[2] for r in rows) >= 40
+
+
+# Possible answers nested more than one object deep: a `dict` parameter holding an object, an
+# array of `dict` (objects matched position by position), and a 128-combination object.
+NESTED = [
+    "simple_python_96",
+    "multiple_119",
+    "live_simple_44-18-0",
+    "live_simple_165-98-0",
+    "live_simple_189-114-0",
+    "live_multiple_63-25-0",
+    "live_multiple_64-26-0",
+    "live_multiple_121-46-0",
+]
+
+
+def test_nested_possible_answers_are_judged_as_bfcls_checker_judges_them() -> None:
+    categories = sorted({entry.rsplit("_", 1)[0] for entry in NESTED})
+    suite = import_suite(categories, ids=NESTED, name="bfcl-nested")
+    verdicts = []
+    for task in suite.tasks:
+        truth = ground_truth(task.id)
+        for kind in ("ground_truth", *PERTURBATIONS):
+            trajectory = truth if kind == "ground_truth" else perturb(task.id, truth, kind, 0)
+            if trajectory is None:
+                continue
+            ours, _ = tracecard_verdict(task, simulated_spans(task, task.id, trajectory))
+            theirs = bfcl_verdict(task.id, trajectory)
+            verdicts.append((task.id, kind, ours, theirs.valid, theirs.error))
+    assert [v for v in verdicts if v[2] != v[3]] == []
+    assert all(v[2] for v in verdicts if v[1] == "ground_truth")  # BFCL accepts them too
+    changed = [v for v in verdicts if v[1] == "changed_argument"]
+    assert len(changed) == len(NESTED) and not any(v[2] for v in changed)
+    body = suite.task("live_simple_44-18-0").invocation
+    assert body is not None and len(body.calls[0].arguments["body"].one_of or []) == 128

@@ -34,8 +34,9 @@ from bfcl_replay import replay  # noqa: E402
 pytestmark = pytest.mark.slow
 
 MULTI = "multi_turn_base_0"
+TOKENS = "multi_turn_base_161"  # authenticate_travel's expected result holds an access_token
 SINGLE = "parallel_0"
-SUITE = import_suite(["multi_turn_base", "parallel"], ids=[MULTI, SINGLE], name="bfcl-e2e")
+SUITE = import_suite(["multi_turn_base", "parallel"], ids=[MULTI, TOKENS, SINGLE], name="bfcl-e2e")
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +136,11 @@ def test_the_state_tool_is_the_probes_only(server: RunningServer) -> None:
     probed_turns = sum(1 for t in SUITE.task(MULTI).turns if t.outcome is not None)
     # the agent's refused call, and per probed turn the probe's span and the call it made
     assert by_role == ["agent"] + ["verifier"] * (2 * probed_turns)
+
+
+def test_a_result_with_a_fake_credential_is_compared_in_clear(server: RunningServer) -> None:
+    """BFCL's credentials are fake and results are expected as exact text: the generated
+    upstream stores them in clear (`redact = false`), so the ground truth's authenticate call
+    matches (a fingerprinted access_token inside the JSON text never would)."""
+    finished = play(server, TOKENS)
+    assert passed(finished, "invocation") is True and passed(finished, "outcome") is True
