@@ -7,10 +7,13 @@ initialised from `fixture/`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,7 @@ server = MCPServer(
     log_level="ERROR",
 )
 STATE_DIR = Path(os.environ.get("HELPDESK_STATE_DIR", "."))
+_WRITING = threading.RLock()  # one read-modify-write of state.json at a time
 
 
 class HelpdeskError(ToolError):
@@ -48,10 +52,29 @@ def load_state() -> dict[str, Any]:
     """The current state (initialised from the fixture on first use)."""
     path = _state_path()
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(FIXTURE, path)
+        with _WRITING:
+            if not path.exists():  # a reader never sees a half-copied fixture
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state-", suffix=".json")
+                os.close(fd)
+                shutil.copyfile(FIXTURE, tmp)
+                os.replace(tmp, path)
     state: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return state
+
+
+@contextlib.contextmanager
+def _editing() -> Iterator[dict[str, Any]]:
+    """Load, change and save the state as one step (saved only when the change succeeds).
+
+    The MCP SDK runs tools in worker threads, and an agent's parallel calls of one turn run at
+    once: without the lock, two `update_ticket`s each read the old state and the last save
+    loses the other's change (the demo's `escalate-globex` failed its outcome that way).
+    """
+    with _WRITING:
+        state = load_state()
+        yield state
+        save_state(state)
 
 
 def save_state(state: dict[str, Any]) -> None:
@@ -157,26 +180,25 @@ def read_file(name: str) -> str:
 @server.tool(annotations=WRITES)
 def create_ticket(title: str, requester: str, priority: str = "normal") -> dict[str, Any]:
     """Open a new ticket for a requester (user id)."""
-    state = load_state()
-    if requester not in state["users"]:
-        raise HelpdeskError(f"no user {requester!r}: look the requester up with find_users")
-    if priority not in PRIORITIES:
-        raise HelpdeskError(f"priority must be one of {', '.join(PRIORITIES)}")
-    ticket_id = f"T-{state['next_ticket']}"
-    state["next_ticket"] += 1
-    ticket = {
-        "id": ticket_id,
-        "title": title.strip(),
-        "status": "open",
-        "priority": priority,
-        "requester": requester,
-        "assignee": None,
-        "tags": [],
-        "comments": [],
-    }
-    state["tickets"][ticket_id] = ticket
-    save_state(state)
-    return ticket
+    with _editing() as state:
+        if requester not in state["users"]:
+            raise HelpdeskError(f"no user {requester!r}: look the requester up with find_users")
+        if priority not in PRIORITIES:
+            raise HelpdeskError(f"priority must be one of {', '.join(PRIORITIES)}")
+        ticket_id = f"T-{state['next_ticket']}"
+        state["next_ticket"] += 1
+        ticket = {
+            "id": ticket_id,
+            "title": title.strip(),
+            "status": "open",
+            "priority": priority,
+            "requester": requester,
+            "assignee": None,
+            "tags": [],
+            "comments": [],
+        }
+        state["tickets"][ticket_id] = ticket
+        return ticket
 
 
 @server.tool(annotations=WRITES)
@@ -188,68 +210,63 @@ def update_ticket(
     add_tags: list[str] | None = None,
 ) -> dict[str, Any]:
     """Change a ticket's status, priority or assignee (user id), or add tags."""
-    state = load_state()
-    ticket = _ticket(state, ticket_id)
-    if status is not None:
-        if status not in STATUSES:
-            raise HelpdeskError(f"status must be one of {', '.join(STATUSES)}")
-        ticket["status"] = status
-    if priority is not None:
-        if priority not in PRIORITIES:
-            raise HelpdeskError(f"priority must be one of {', '.join(PRIORITIES)}")
-        ticket["priority"] = priority
-    if assignee is not None:
-        if assignee not in state["users"]:
-            raise HelpdeskError(f"no user {assignee!r}: assign by user id (find_users)")
-        ticket["assignee"] = assignee
-    for tag in add_tags or []:
-        if tag not in ticket["tags"]:
-            ticket["tags"].append(tag)
-    state["tickets"][ticket["id"]] = ticket
-    save_state(state)
-    return ticket
+    with _editing() as state:
+        ticket = _ticket(state, ticket_id)
+        if status is not None:
+            if status not in STATUSES:
+                raise HelpdeskError(f"status must be one of {', '.join(STATUSES)}")
+            ticket["status"] = status
+        if priority is not None:
+            if priority not in PRIORITIES:
+                raise HelpdeskError(f"priority must be one of {', '.join(PRIORITIES)}")
+            ticket["priority"] = priority
+        if assignee is not None:
+            if assignee not in state["users"]:
+                raise HelpdeskError(f"no user {assignee!r}: assign by user id (find_users)")
+            ticket["assignee"] = assignee
+        for tag in add_tags or []:
+            if tag not in ticket["tags"]:
+                ticket["tags"].append(tag)
+        state["tickets"][ticket["id"]] = ticket
+        return ticket
 
 
 @server.tool(annotations=WRITES)
 def add_comment(ticket_id: str, text: str, author: str = "agent") -> dict[str, Any]:
     """Add a comment to a ticket."""
-    state = load_state()
-    ticket = _ticket(state, ticket_id)
-    ticket["comments"].append({"author": author, "text": text})
-    state["tickets"][ticket["id"]] = ticket
-    save_state(state)
-    return ticket
+    with _editing() as state:
+        ticket = _ticket(state, ticket_id)
+        ticket["comments"].append({"author": author, "text": text})
+        state["tickets"][ticket["id"]] = ticket
+        return ticket
 
 
 @server.tool(annotations=DESTRUCTIVE)
 def delete_ticket(ticket_id: str) -> str:
     """Delete a ticket for good (its history is lost)."""
-    state = load_state()
-    ticket = _ticket(state, ticket_id)
-    del state["tickets"][ticket["id"]]
-    save_state(state)
-    return f"deleted {ticket['id']}"
+    with _editing() as state:
+        ticket = _ticket(state, ticket_id)
+        del state["tickets"][ticket["id"]]
+        return f"deleted {ticket['id']}"
 
 
 @server.tool(annotations=DESTRUCTIVE)
 def delete_file(name: str) -> str:
     """Delete a file or attachment for good."""
-    state = load_state()
-    if state["files"].pop(name, None) is None:
-        raise HelpdeskError(f"no file {name!r}")
-    save_state(state)
-    return f"deleted {name}"
+    with _editing() as state:
+        if state["files"].pop(name, None) is None:
+            raise HelpdeskError(f"no file {name!r}")
+        return f"deleted {name}"
 
 
 @server.tool(annotations=DESTRUCTIVE)
 def deactivate_user(user_id: str) -> str:
     """Deactivate a user account (they can no longer sign in)."""
-    state = load_state()
-    if user_id not in state["users"]:
-        raise HelpdeskError(f"no user {user_id!r}")
-    state["users"][user_id]["active"] = False
-    save_state(state)
-    return f"deactivated {user_id}"
+    with _editing() as state:
+        if user_id not in state["users"]:
+            raise HelpdeskError(f"no user {user_id!r}")
+        state["users"][user_id]["active"] = False
+        return f"deactivated {user_id}"
 
 
 def serve(state_dir: str | Path, http_port: int | None = None) -> None:

@@ -67,6 +67,27 @@ def test_state_lives_in_the_sandbox_and_starts_from_the_fixture(tmp_path: Path) 
     assert fixture["tickets"]["T-1002"]["assignee"] is None  # the fixture itself is untouched
 
 
+def test_parallel_writes_of_one_turn_all_land(tmp_path: Path) -> None:
+    """An agent's parallel calls run in the SDK's worker threads at once: each update must be
+    kept (escalate-globex raises three tickets in one turn; lost updates failed its outcome).
+    Unlocked, 12 parallel updates lost some in 4 of 5 tries here; three tries must lose none."""
+    tickets = [f"T-{1001 + i}" for i in range(12)]
+    for attempt in range(3):
+        folder = tmp_path / str(attempt)
+        params = StdioServerParameters(command=sys.executable, args=[SERVER, str(folder)])
+
+        async def go(params: StdioServerParameters = params) -> None:
+            async with Client(stdio_client(params)) as client:
+                async with anyio.create_task_group() as group:
+                    for ticket in tickets:
+                        arguments = {"ticket_id": ticket, "add_tags": ["outage"]}
+                        group.start_soon(client.call_tool, "update_ticket", arguments)
+
+        anyio.run(go)
+        state = json.loads((folder / "state.json").read_text())
+        assert [t for t in tickets if "outage" not in state["tickets"][t]["tags"]] == []
+
+
 def test_tool_functions_check_their_input(tmp_path: Path) -> None:
     helpdesk = helpdesk_module(tmp_path)
     with pytest.raises(ToolError, match="priority must be one of"):
