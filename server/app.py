@@ -31,11 +31,13 @@ from tracecard.viewer.csrf import FormTokens
 
 @get("/healthz", tags=["health"], summary="Liveness and readiness")
 async def healthz(state: State) -> dict[str, Any]:
-    """`status` is `degraded` once any span could not be stored at all (`recording.dropped`);
+    """`status` is `degraded` once any span could not be stored at all (`recording.dropped`,
+    `lost`, or `queue_dropped` by the full span queue);
     `recording` also counts spans stored in readable form, retries and what the spool holds."""
     runtime: Runtime = state.runtime
     recording = {**runtime.store.health.as_dict(), **runtime.processor.exporter.stats.as_dict()}
-    dropped = recording["dropped"] + recording["lost"]
+    recording["queue_dropped"] = runtime.processor.queue_dropped  # the SDK's full span queue
+    dropped = recording["dropped"] + recording["lost"] + recording["queue_dropped"]
     return {
         "status": "degraded" if dropped else "ok",
         "upstreams": sorted(runtime.settings.upstreams),

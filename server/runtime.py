@@ -110,7 +110,7 @@ def make_tracer_provider(
         SqlSpanExporter(store, spool),
         max_queue_size=settings.recording.batch_max_queue,
         schedule_delay_millis=settings.recording.batch_delay_ms,
-        max_export_batch_size=2048,
+        max_export_batch_size=min(2048, settings.recording.batch_max_queue),
     )
     provider.add_span_processor(processor)
     if settings.recording.otlp_endpoint:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -225,13 +226,49 @@ class SqlSpanExporter(SpanExporter):
             )
 
 
+DROP_WARNING_EVERY_S = 10.0  # a full queue is logged at its first drop, then at most this often
+
+
 class StoringBatchProcessor(BatchSpanProcessor):
     """The SDK's batch processor whose `force_flush` also waits for the exporter's writer, so
-    that a flush means "committed" (the SDK's does not call the exporter's `force_flush`)."""
+    that a flush means "committed" (the SDK's does not call the exporter's `force_flush`).
+
+    The SDK drops a span (the oldest queued) when its queue holds `max_queue_size` spans, and
+    every span that ends after shutdown; it only logs a line per span. `queue_dropped` counts
+    them (`/healthz`), and the log says how many, with the setting to raise.
+    """
 
     def __init__(self, exporter: SqlSpanExporter, **options: Any) -> None:
         super().__init__(exporter, **options)
         self.exporter = exporter
+        self.queue_dropped = 0
+        self._max_queue = int(options.get("max_queue_size") or 2048)
+        self._warned_at = float("-inf")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        # the SDK's own test before it drops (BatchProcessor.emit, opentelemetry-sdk 1.45)
+        batch = self._batch_processor
+        if span.context is not None and span.context.trace_flags.sampled:
+            if batch._shutdown or len(batch._queue) >= batch._max_queue_size:
+                self._dropped()
+        super().on_end(span)
+
+    def _dropped(self) -> None:
+        self.queue_dropped += 1
+        now = time.monotonic()
+        if now - self._warned_at >= DROP_WARNING_EVERY_S:
+            self._warned_at = now
+            log.warning(
+                "%d spans dropped so far: the span queue was full (recording.batch_max_queue = "
+                "%d) or recording had stopped; the database is slower than the traffic",
+                self.queue_dropped,
+                self._max_queue,
+            )
+
+    def shutdown(self) -> None:
+        super().shutdown()  # type: ignore[no-untyped-call]
+        if self.queue_dropped:
+            log.warning("%d spans were dropped by the full span queue", self.queue_dropped)
 
     def force_flush(self, timeout_millis: int | None = None) -> bool:
         timeout = 30000 if timeout_millis is None else timeout_millis
