@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tracecard.server.cli.common import warn
 from tracecard.server.settings import ConfigError
 
 
@@ -15,8 +16,14 @@ def _import_bfcl(args: argparse.Namespace) -> int:
     from tracecard.server.bfcl.env import BfclMissing
     from tracecard.server.bfcl.importer import ImportError_, import_suite, upstream_config
 
+    if args.name is not None:
+        warn(
+            "--name is deprecated here: use --suite-name NAME (--name is the configuration's "
+            "name in tracecard run)"
+        )
+        args.suite_name = args.suite_name or args.name
     try:
-        suite = import_suite(args.category, ids=args.ids, limit=args.limit, name=args.name)
+        suite = import_suite(args.category, ids=args.ids, limit=args.limit, name=args.suite_name)
     except (BfclMissing, ImportError_) as exc:
         raise ConfigError(str(exc)) from exc
     output = Path(args.output)
@@ -43,7 +50,11 @@ def register(sub: Any) -> None:
     bfcl.add_argument("--category", nargs="+", required=True, help="BFCL categories")
     bfcl.add_argument("--ids", nargs="+", default=None, help="only these entry ids")
     bfcl.add_argument("--limit", type=int, default=None, help="at most N entries per category")
-    bfcl.add_argument("--name", default=None, help="the suite's name (default: bfcl-CATEGORY)")
+    bfcl.add_argument(
+        "--suite-name", default=None, help="the suite's name (default: bfcl-CATEGORY)"
+    )
+    # the old spelling of --suite-name: still accepted, with a deprecation warning
+    bfcl.add_argument("--name", default=None, help=argparse.SUPPRESS)
     bfcl.add_argument("-o", "--output", required=True, help="suite file (.toml or .json)")
     bfcl.add_argument(
         "--python", default=sys.executable, help="interpreter the BFCL server runs with"

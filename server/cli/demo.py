@@ -236,7 +236,9 @@ def register(sub: Any) -> None:
         "helpdesk suite's tasks against a fresh local database, print the scorecards and their "
         "comparison, then serve the viewer until Ctrl-C.",
     )
-    demo.add_argument("--port", type=int, default=7800, help="port to serve on (default 7800)")
+    demo.add_argument(
+        "--port", type=int, default=7800, help="port to serve on (default 7800; 0: any free port)"
+    )
     demo.add_argument("--trials", type=int, default=5, help="trials per task (default 5)")
     demo.add_argument("--concurrency", type=int, default=6, help="runs at a time (default 6)")
     demo.add_argument("--timeout", type=float, default=8.0, help="seconds per run (default 8)")

@@ -32,6 +32,7 @@ from tracecard.server.cli.common import (
     existing_store,
     print_json,
     settings_from_args,
+    warn,
 )
 from tracecard.server.evaluation.service import (
     compare,
@@ -52,15 +53,14 @@ def _store(args: argparse.Namespace) -> contextlib.AbstractContextManager[Store]
 
 
 def _tools_ok(args: argparse.Namespace, suite: Any, path: str) -> bool:
-    """With `--settings`: every tool the suite names is on its servers' tools/list."""
-    if args.settings is None:
+    """With `--config`: every tool the suite names is on its servers' tools/list."""
+    if args.config is None:
         return True
     import asyncio
 
     from tracecard.server.evaluation.tool_lists import check_suite_tools
 
-    args.config = args.settings or getattr(args, "config", None)
-    settings = settings_from_args(args)
+    settings = settings_from_args(args)  # `--config` alone: ./tracecard.toml or a parent's
     findings, _ = asyncio.run(check_suite_tools(settings, suite, path))
     for finding in findings:
         print(f"{finding.level}: {finding.message}", file=sys.stderr)
@@ -68,6 +68,10 @@ def _tools_ok(args: argparse.Namespace, suite: Any, path: str) -> bool:
 
 
 def _suite_check(args: argparse.Namespace) -> int:
+    if args.settings is not None:
+        warn("--settings is deprecated: use --config PATH (the same flag as in every command)")
+        if args.config is None:
+            args.config = args.settings
     failed = 0
     for path in args.files:
         try:
@@ -268,13 +272,16 @@ def register(sub: Any) -> None:
     check = suite_sub.add_parser("check", help="validate suite files (TOML or JSON)")
     check.add_argument("files", nargs="+", help="suite files")
     check.add_argument(
-        "--settings",
+        "--config",
         nargs="?",
         const="",
-        metavar="TRACECARD_TOML",
-        help="also check every tool name against the servers' tools/list "
-        "(stdio servers are started; default: ./tracecard.toml or a parent's)",
+        metavar="PATH",
+        help="also check every tool name against the tools/list of the servers in this "
+        "tracecard.toml (stdio servers are started; --config alone: ./tracecard.toml or a "
+        "parent's)",
     )
+    # the old spelling of --config: still accepted, with a deprecation warning
+    check.add_argument("--settings", nargs="?", const="", help=argparse.SUPPRESS)
     check.set_defaults(handler=_suite_check)
 
     score = sub.add_parser("score", help="rescore an experiment's stored traces")

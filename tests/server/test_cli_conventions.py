@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import subprocess
@@ -12,6 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+# Imported at collection, as in test_tool_check.py: the MCP stdio client binds sys.stderr as its
+# servers' stderr when first imported, which must be a real file, not capsys's buffer.
+from tests.server.test_tool_check import TOOL_SERVER, suite_text
 from tests.support.processes import ROOT
 from tracecard import __version__
 from tracecard.server.cli.common import configure_logging
@@ -50,10 +54,112 @@ def test_2_run_old_spellings_warn_and_still_work(capsys: pytest.CaptureFixture[s
     assert (new.name, new.config) == ("careful", "x/tracecard.toml")
     assert capsys.readouterr().err == ""
     # every command that reads tracecard.toml calls it --config
-    for command in ("serve", "run", "score", "compare", "export", "gate"):
-        sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
-        assert "--config" in sub._option_string_actions, command
-        assert "tracecard.toml" in sub._option_string_actions["--config"].help
+    commands = _commands(parser)
+    for command in ("serve", "run", "suite check", "score", "compare", "export", "gate"):
+        assert "--config" in commands[command], command
+        assert "tracecard.toml" in commands[command]["--config"], command
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, dict[str, str]]:
+    """Each (sub)command's options: option string -> help (SUPPRESS for hidden ones)."""
+    found: dict[str, dict[str, str]] = {}
+
+    def walk(node: argparse.ArgumentParser, name: str) -> None:
+        for action in node._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child_name, child in action.choices.items():
+                    walk(child, f"{name} {child_name}".strip())
+            elif name:
+                for option in action.option_strings:
+                    found.setdefault(name, {})[option] = str(action.help)
+
+    walk(parser, "")
+    return found
+
+
+# A flag that two commands share means one thing: its help names that thing in each command.
+MEANINGS = {
+    "--config": "tracecard.toml",
+    "--db": "database",
+    "--port": "port",
+    "--server": "tracecard",
+    "--json": "JSON",
+    "--quiet": "progress bar",
+    "--trials": "trials per task",
+    "--concurrency": "runs at a time",
+    "--timeout": "seconds per run",
+    "--experiment": "experiment id",
+    "--output": "file",
+    "-o": "file",
+    "--log-level": "log level",
+    "--debug": "traceback",
+}
+# Old spellings, hidden from --help, accepted with a one-line deprecation warning.
+DEPRECATED = {("run", "--settings"), ("suite check", "--settings"), ("import bfcl", "--name")}
+
+
+def test_2_one_meaning_per_flag_across_commands() -> None:
+    from tracecard.server.cli.main import build_parser
+
+    commands = _commands(build_parser())
+    hidden = {
+        (command, option)
+        for command, options in commands.items()
+        for option, text in options.items()
+        if text == argparse.SUPPRESS
+    }
+    assert hidden == DEPRECATED
+    shared: dict[str, list[str]] = {}
+    for command, options in commands.items():
+        for option in options:
+            if (command, option) not in hidden and option not in ("-h", "--help"):
+                shared.setdefault(option, []).append(command)
+    shared = {option: names for option, names in shared.items() if len(names) > 1}
+    assert set(shared) <= set(MEANINGS), sorted(set(shared) - set(MEANINGS))
+    for option, names in shared.items():
+        for command in names:
+            assert MEANINGS[option] in commands[command][option], (option, command)
+    # --name is the configuration's name: the command that names a suite says --suite-name
+    assert shared.get("--name") is None and "configuration" in commands["run"]["--name"]
+    assert "suite" in commands["import bfcl"]["--suite-name"]
+
+
+def test_2_suite_check_takes_config_and_its_old_spelling_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = ", ".join(f'"{part}"' for part in TOOL_SERVER)
+    config = tmp_path / "tracecard.toml"
+    config.write_text(
+        f'db = "sqlite:///{tmp_path}/t.db"\n[upstreams.notes]\ncommand = [{command}]\n'
+    )
+    bad = tmp_path / "bad.toml"
+    bad.write_text(suite_text(call="wrte_note"))
+    monkeypatch.chdir(tmp_path)
+    for flags, warned in (
+        (["--config"], False),  # alone: ./tracecard.toml (`--config PATH`: test_tool_check.py)
+        (["--settings", str(config)], True),
+    ):
+        assert main(["suite", "check", str(bad), *flags]) == 1, flags
+        err = capsys.readouterr().err
+        assert "invocation.calls[0].tool: unknown tool 'wrte_note'" in err, flags
+        deprecation = [line for line in err.splitlines() if "deprecated" in line]
+        assert deprecation == (
+            ["tracecard: warning: --settings is deprecated: use --config PATH (the same flag "
+             "as in every command)"] if warned else []
+        ), flags  # fmt: skip
+
+
+def test_2_import_bfcl_names_the_suite_with_suite_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["import", "bfcl", "--category", "simple_python", "--limit", "1"]
+    assert main([*base, "--suite-name", "mine", "-o", str(tmp_path / "new.toml")]) == 0
+    assert 'name = "mine"' in (tmp_path / "new.toml").read_text()
+    assert "deprecated" not in capsys.readouterr().err
+    assert main([*base, "--name", "old", "-o", str(tmp_path / "old.toml")]) == 0
+    assert 'name = "old"' in (tmp_path / "old.toml").read_text()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--name is deprecated here: use --suite-name NAME" in err
 
 
 def test_3_4_8_serve_finds_tracecard_toml_and_prints_the_bound_port(tmp_path: Path) -> None:

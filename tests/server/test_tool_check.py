@@ -1,5 +1,5 @@
 """A suite is checked against the servers it names: an unknown tool is an error before any agent
-starts (experiment creation, `tracecard run`, `suite check --settings`), with a did-you-mean."""
+starts (experiment creation, `tracecard run`, `suite check --config`), with a did-you-mean."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def test_experiment_creation_refuses_an_unknown_tool_and_creates_nothing(
     assert created.status_code == 201 and created.json()["warnings"] == []
 
 
-def test_suite_check_with_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_suite_check_with_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "tracecard.toml"
     command = ", ".join(f'"{part}"' for part in TOOL_SERVER)
     config.write_text(
@@ -125,14 +125,14 @@ def test_suite_check_with_settings(tmp_path: Path, capsys: pytest.CaptureFixture
     )
     bad = tmp_path / "bad.toml"
     bad.write_text(suite_text(call="wrte_note"))
-    assert main(["suite", "check", str(bad)]) == 0  # without --settings: the format only
+    assert main(["suite", "check", str(bad)]) == 0  # without --config: the format only
     capsys.readouterr()
-    assert main(["suite", "check", str(bad), "--settings", str(config)]) == 1
+    assert main(["suite", "check", str(bad), "--config", str(config)]) == 1
     err = capsys.readouterr().err
     assert "invocation.calls[0].tool: unknown tool 'wrte_note'" in err
     assert "did you mean 'write_note'" in err
     unreachable = tmp_path / "gone.toml"
     unreachable.write_text(suite_text(upstream="gone"))
-    assert main(["suite", "check", str(unreachable), "--settings", str(config)]) == 0
+    assert main(["suite", "check", str(unreachable), "--config", str(config)]) == 0
     out = capsys.readouterr()
     assert "warning:" in out.err and "'gone' could not be asked" in out.err and "ok" in out.out
