@@ -48,8 +48,8 @@ SINGLE_TURN = (
     "live_irrelevance",
 )
 UNSUPPORTED = {
-    "multi_turn_miss_func": "a function appears only in a later turn; tracecard's tools/list "
-    "is fixed for a run (no tools/list_changed yet)",
+    "multi_turn_miss_func": "a function appears only at a later turn, which the per-run BFCL "
+    "server cannot see begin, and that turn has no user message (docs/benchmarks/bfcl.md)",
     "simple_java": "arguments are Java source text checked by BFCL's Java type converter",
     "simple_javascript": "arguments are JavaScript source text checked by BFCL's JS converter",
     "live_relevance": "passes with any call at all: nothing for invocation matchers to check",
