@@ -6,6 +6,7 @@ run's root, with the agent's trace id kept on each moved span."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -54,6 +55,16 @@ async def _instrumented_run(server: RunningServer, run: dict[str, Any], names_ru
 async def test_an_instrumented_agent_run_is_one_trace_and_one_tree(
     tracecard: RunningServer, names_run: bool
 ) -> None:
+    await _check_one_tree(tracecard, names_run)
+
+
+@pytest.mark.postgres
+async def test_one_trace_on_postgresql(pg_url: str, tmp_path: Path) -> None:
+    with mcp_tool_server() as url, tracecard_for({"tools": {"url": url}}, tmp_path, db=pg_url) as s:
+        await _check_one_tree(s, names_run=False)
+
+
+async def _check_one_tree(tracecard: RunningServer, names_run: bool) -> None:
     run = new_run(tracecard.url, config={"name": "pydantic-ai"})
     await _instrumented_run(tracecard, run, names_run)
     finished = httpx.post(f"{tracecard.url}/api/runs/{run['id']}/finish", json={}, timeout=60)

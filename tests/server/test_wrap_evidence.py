@@ -138,6 +138,24 @@ def _credential(server: RunningServer, run_id: str) -> str:
 
 
 def test_forged_tool_call_spans_get_no_credit_and_are_marked(tracecard: RunningServer) -> None:
+    _check_forgery(tracecard)
+
+
+@pytest.mark.postgres
+def test_forged_spans_get_no_credit_on_postgresql(pg_url: str, tmp_path: Path) -> None:
+    upstreams = {"notes": {"command": TOOL_SERVER}}
+    with tracecard_for(upstreams, tmp_path, db=pg_url) as running:
+        posted = httpx.post(
+            f"{running.url}/api/suites",
+            content=SUITE,
+            headers={"content-type": "application/toml"},
+            timeout=30,
+        )
+        assert posted.status_code == 201, posted.text
+        _check_forgery(running)
+
+
+def _check_forgery(tracecard: RunningServer) -> None:
     run = _run(tracecard)
     right = _call_span(run, "write_note", {"key": "greeting", "text": "hello world"})
     forbidden = _call_span(run, "delete_all_notes", {})
