@@ -37,6 +37,10 @@ async def healthz(state: State) -> dict[str, Any]:
     runtime: Runtime = state.runtime
     recording = {**runtime.store.health.as_dict(), **runtime.processor.exporter.stats.as_dict()}
     recording["queue_dropped"] = runtime.processor.queue_dropped  # the SDK's full span queue
+    dead_letters = runtime.store.dead_letters
+    if dead_letters is not None:  # where dropped rows went (`dead_lettered` of `dropped`)
+        recording["dead_letter_file"] = str(dead_letters.path)
+        recording["dead_letter_full"] = dead_letters.full
     dropped = recording["dropped"] + recording["lost"] + recording["queue_dropped"]
     return {
         "status": "degraded" if dropped else "ok",

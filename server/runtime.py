@@ -25,6 +25,7 @@ from tracecard.server.hooks import Hooks
 from tracecard.server.runs.registry import RunRegistry
 from tracecard.server.settings import Settings
 from tracecard.traces import semconv
+from tracecard.traces.deadletter import DEAD_LETTER_NAME, DeadLetters
 from tracecard.traces.exporter import SqlSpanExporter, StoringBatchProcessor
 from tracecard.traces.secrets import database_secret, derive_key
 from tracecard.traces.spool import Spool, spool_for
@@ -133,6 +134,10 @@ async def open_runtime(settings: Settings, store: Store | None = None) -> AsyncI
         if own_store:
             stack.callback(store.dispose)
         await anyio.to_thread.run_sync(store.create_schema)
+        spool_dir = spool_for(store.url, settings.recording.spool_dir).parent
+        store.dead_letters = DeadLetters(
+            spool_dir / DEAD_LETTER_NAME, settings.recording.dead_letter_max_bytes
+        )
         secret = await anyio.to_thread.run_sync(database_secret, store)
         provider, processor = make_tracer_provider(store, settings)
         stack.callback(provider.shutdown)  # flushes the batch processor: every span is stored

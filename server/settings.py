@@ -132,6 +132,8 @@ class RecordingSettings(BaseModel):
     batch_delay_ms: int = 200
     spool: bool = True  # log every span batch to disk (fsync'd) before storing it
     spool_dir: str | None = None  # default: beside the SQLite file, or .tracecard/spool/<hash>
+    # spans no database would take, even in readable form: JSON lines beside the spool, this big
+    dead_letter_max_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
 
 
 class Settings(BaseModel):

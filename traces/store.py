@@ -17,6 +17,7 @@ from sqlalchemy import Engine, RowMapping, bindparam, delete, func, select, upda
 from sqlmodel import Session, SQLModel
 
 from tracecard.traces import semconv
+from tracecard.traces.deadletter import DeadLetters
 from tracecard.traces.engine import is_sqlite, json_text, make_engine, normalise_url
 from tracecard.traces.models import RunRow, ScoreRow, SpanRow, nanos_to_db
 from tracecard.traces.writes import SpanDict as SpanDict
@@ -149,6 +150,7 @@ class Store:
         self._sqlite = is_sqlite(self.url)
         self._write_lock = threading.Lock()
         self.health = WriteHealth()
+        self.dead_letters: DeadLetters | None = None  # where unstorable rows go (the runtime's)
 
     # --- lifecycle ------------------------------------------------------------------------------
     def create_schema(self) -> None:
@@ -193,7 +195,7 @@ class Store:
         if keep_trying is None:
             deadline = time.monotonic() + BUSY_WAIT_S
             keep_trying = lambda: time.monotonic() < deadline  # noqa: E731
-        return write_spans(self._insert_batch, batch, self.health, keep_trying)
+        return write_spans(self._insert_batch, batch, self.health, keep_trying, self.dead_letters)
 
     def _insert_batch(self, spans: list[SpanDict]) -> None:
         """One driver-level executemany with JSON encoded by orjson: the span exporter and OTLP
@@ -201,9 +203,10 @@ class Store:
         more than SQLite itself."""
         rows = _span_rows(spans, clean=not self._sqlite)
         marks = ", ".join(["?" if self._sqlite else "%s"] * len(_SPAN_COLUMNS))
-        verb = "INSERT OR IGNORE INTO" if self._sqlite else "INSERT INTO"
-        tail = "" if self._sqlite else " ON CONFLICT (span_id) DO NOTHING"
-        sql = f"{verb} spans ({', '.join(_SPAN_COLUMNS)}) VALUES ({marks}){tail}"
+        # idempotent on span id only: SQLite's `INSERT OR IGNORE` would also skip, silently,
+        # a row that breaks NOT NULL (it is then repaired, or dead-lettered, like on PostgreSQL)
+        columns = ", ".join(_SPAN_COLUMNS)
+        sql = f"INSERT INTO spans ({columns}) VALUES ({marks}) ON CONFLICT (span_id) DO NOTHING"
         with self._write_lock if self._sqlite else contextlib.nullcontext():
             with self.engine.begin() as connection:
                 connection.exec_driver_sql(sql, rows)

@@ -5,7 +5,8 @@ A batch is written in one transaction. When it fails because the database is bus
 for as long as the caller allows. When it fails because of its content, every row is written on
 its own; a row that still fails is written in a readable form (every string cleaned, numbers
 that do not fit stored as text, the error in `tracecard.store.error`). Only a row that cannot be
-written even so is dropped, counted in `WriteHealth` and logged with its span id.
+written even so is dropped, counted in `WriteHealth`, logged with its span id and appended to the
+dead-letter file (`tracecard.traces.deadletter`) when the store has one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from tracecard.traces.deadletter import DeadLetters
 from tracecard.traces.engine import clean_text, clean_value
 from tracecard.traces.models import U64
 
@@ -41,6 +43,7 @@ class WriteHealth:
 
     repaired: int = 0  # rows stored in their readable form
     dropped: int = 0  # rows that could not be stored at all
+    dead_lettered: int = 0  # dropped rows kept in the dead-letter file instead
     busy_retries: int = 0  # batch attempts that met a locked or unreachable database
     last_error: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -55,6 +58,7 @@ class WriteHealth:
         return {
             "repaired": self.repaired,
             "dropped": self.dropped,
+            "dead_lettered": self.dead_lettered,
             "busy_retries": self.busy_retries,
             "last_error": self.last_error,
         }
@@ -161,9 +165,11 @@ def write_spans(
     spans: list[SpanDict],
     health: WriteHealth,
     keep_trying: Callable[[], bool],
+    dead_letters: DeadLetters | None = None,
 ) -> int:
     """Write `spans` with `insert` (one transaction per call): the batch, else row by row, else
-    each bad row in its readable form. Returns how many rows were written."""
+    each bad row in its readable form, else (dropped) into `dead_letters`. Returns how many
+    rows were written to the database."""
     try:
         retry_busy(lambda: insert(spans), health, keep_trying)
         return len(spans)
@@ -190,7 +196,14 @@ def write_spans(
             raise
         except Exception as exc:
             health.count("dropped", f"span {span.get('span_id')!r}: {_describe(exc)}")
-            log.error("span %r could not be stored at all: %s", span.get("span_id"), exc)
+            if dead_letters is not None and dead_letters.keep(span, _describe(exc)):
+                health.count("dead_lettered")
+                where = f"kept in {dead_letters.path}"
+            else:
+                where = (
+                    "not kept anywhere" if dead_letters is None else "the dead-letter file is full"
+                )
+            log.error("span %r could not be stored (%s): %s", span.get("span_id"), where, exc)
             continue
         health.count("repaired", f"span {span.get('span_id')!r}: {error}")
         log.warning("span %r stored in readable form: %s", span.get("span_id"), error)

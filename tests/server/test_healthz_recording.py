@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.support.processes import mcp_tool_server
 from tests.support.proxy import new_run, run_spans, tracecard_for
+from tests.support.tracecard import runtime_of
 from tests.traces.test_span_queue import hold_sqlite_lock, release
 
 CALLS = 30
@@ -66,3 +67,18 @@ def test_healthz_reports_spans_the_full_queue_dropped(tmp_path: Path) -> None:
     assert health["status"] == "degraded" and dropped > 0
     assert len(stored) < CALLS <= len(stored) + dropped  # each call stored or counted
     assert any("spans dropped so far" in message for message in warned), warned
+
+
+def test_healthz_names_the_dead_letter_file_of_unstorable_rows(tmp_path: Path) -> None:
+    with tracecard_for({}, tmp_path) as server:
+        store = runtime_of(server).store
+        bad = {"trace_id": None, "span_id": "00000000000000aa", "name": "x", "attributes": {}}
+        assert store.insert_spans([{**bad, "start_time_unix_nano": 1}]) == 0
+        health = httpx.get(f"{server.url}/healthz").json()
+    recording = health["recording"]
+    assert health["status"] == "degraded"
+    assert recording["dropped"] == 1 and recording["dead_lettered"] == 1
+    assert recording["dead_letter_full"] == 0
+    path = Path(recording["dead_letter_file"])
+    assert path == tmp_path / "tracecard.db.spool" / "dead-letter.jsonl"  # beside the spool
+    assert '"00000000000000aa"' in path.read_text()
