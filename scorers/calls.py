@@ -102,8 +102,8 @@ def reported_only(attrs: dict[str, Any]) -> bool:
 
 def _as_call(span: Span, reported: bool = False) -> ToolCall | None:
     attrs = _attrs(span)
-    if attrs.get(sc.ROLE) != sc.ROLE_AGENT or reported_only(attrs) != reported:
-        return None
+    if reported_only(attrs) != reported or (not reported and attrs.get(sc.ROLE) != sc.ROLE_AGENT):
+        return None  # an agent-reported span has no role: ingest keeps only the claim
     truncated = bool(attrs.get(sc.TRUNCATED))
     method = attrs.get(sc.MCP_METHOD_NAME)
     if method == TOOLS_CALL:

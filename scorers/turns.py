@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tracecard.traces import semconv as sc
 
-from .calls import ToolCall, agent_calls
+from .calls import ToolCall, agent_calls, reported_only
 from .types import Span
 
 __all__ = ["TurnSpan", "calls_by_turn", "turn_at", "turn_spans"]
@@ -29,6 +29,8 @@ def turn_spans(spans: Iterable[Span]) -> dict[int, TurnSpan]:
     for span in spans:
         attrs = span.get("attributes")
         if not isinstance(attrs, dict) or sc.ROLE in attrs or sc.PROBE_ID in attrs:
+            continue
+        if reported_only(attrs):  # an agent's OTLP span dressed as a turn boundary
             continue
         index = attrs.get(sc.TURN_INDEX)
         name = str(span.get("name") or "")

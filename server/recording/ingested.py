@@ -1,12 +1,13 @@
 """What the server does to spans it did not record itself (OTLP ingest, `tracecard wrap`).
 
 Nothing an agent sends may pass for the server's own observations:
-- an ingested span that says `tracecard.role = verifier` is stored as the agent's, with the claim
-  kept as `role.header`;
-- a span that looks like tracecard's recording of a call (an MCP method, a tool execution, a
-  tracecard role, upstream or probe) is evidence only with `tracecard wrap`'s valid MAC for the
-  run it joined (`wrap_credential`); any other such span is stored and shown with
-  `tracecard.evidence = agent_reported`, and the scorers never read it;
+- a span that looks like tracecard's recording (an MCP method, a tool execution, any
+  `tracecard.*` attribute but the run it names) is evidence only with `tracecard wrap`'s valid MAC for the
+  run it joined (`wrap_credential`); any other such span is stored and shown as the agent's own
+  span: no `tracecard.role` (only tracecard gives one; a claimed role is kept as `role.header`)
+  and `tracecard.evidence = agent_reported`, and the scorers never read it;
+- a signed span that says `tracecard.role = verifier` is stored as the agent's, the claim kept
+  as `role.header`;
 - ingested attributes are redacted by the same rules as recorded ones (`redaction.Redactor`).
 """
 
@@ -21,14 +22,19 @@ from tracecard.traces.store import SpanDict
 
 __all__ = ["claims_observation", "distrust", "redact", "take_macs"]
 
-_CLAIMS = (semconv.ROLE, semconv.MCP_METHOD_NAME, semconv.UPSTREAM, semconv.PROBE_ID)
+# What an agent may say about its own span: which run it belongs to (attribute or baggage).
+_AGENT_MAY_SET = frozenset({semconv.RUN_ID, "tracecard.run"})
 
 
 def claims_observation(attributes: dict[str, Any]) -> bool:
-    """The span looks like a call tracecard recorded (or an agent's own tool execution)."""
-    return any(key in attributes for key in _CLAIMS) or (
-        attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_EXECUTE_TOOL
-    )
+    """The span looks like something tracecard recorded (an MCP message, any `tracecard.*`
+    attribute but the run it names: a role, upstream, probe, turn, block...) or an agent's
+    own tool execution."""
+    if semconv.MCP_METHOD_NAME in attributes:
+        return True
+    if attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_EXECUTE_TOOL:
+        return True
+    return any(k.startswith("tracecard.") and k not in _AGENT_MAY_SET for k in attributes)
 
 
 def take_macs(spans: list[SpanDict]) -> list[Any]:
@@ -47,13 +53,15 @@ def distrust(spans: list[SpanDict], macs: list[Any], wrap_key: bytes) -> None:
         if not isinstance(attributes, dict):
             continue
         attributes.pop(semconv.EVIDENCE, None)  # only the server says what is evidence
-        role = attributes.get(semconv.ROLE)
-        if role is not None and role != semconv.ROLE_AGENT:
-            attributes[semconv.ROLE] = semconv.ROLE_AGENT
-            attributes[semconv.ROLE_HEADER] = str(role)[:64]
         if not claims_observation(attributes):
             continue
-        if not verify(wrap_key, span, str(span.get("run_id") or ""), mac):
+        observed = verify(wrap_key, span, str(span.get("run_id") or ""), mac)
+        role = attributes.get(semconv.ROLE) if observed else attributes.pop(semconv.ROLE, None)
+        if role is not None and (not observed or role != semconv.ROLE_AGENT):
+            attributes[semconv.ROLE_HEADER] = str(role)[:64]  # the claim, kept as such
+            if observed:
+                attributes[semconv.ROLE] = semconv.ROLE_AGENT
+        if not observed:
             attributes[semconv.EVIDENCE] = semconv.EVIDENCE_AGENT_REPORTED
 
 

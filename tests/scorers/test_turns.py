@@ -143,3 +143,13 @@ def test_a_turn_span_sent_by_the_agent_as_a_tool_span_is_no_turn() -> None:
     forged["attributes"][sc.ROLE] = sc.ROLE_AGENT
     spans = [*good_trace(), forged]
     assert score_invocation(TASK, spans, FINISHED).passed is True
+
+
+def test_a_turn_span_the_agent_posted_over_otlp_is_no_turn() -> None:
+    """Ingest marks it agent_reported (it has no role): an earlier forged `turn 2` would
+    otherwise pull the turn-0 calls into turn 2."""
+    forged = turn(2, 1050)
+    forged["attributes"][sc.EVIDENCE] = sc.EVIDENCE_AGENT_REPORTED
+    assert score_invocation(TASK, [*good_trace(), forged], FINISHED).passed is True
+    del forged["attributes"][sc.EVIDENCE]  # unmarked, the same span moves the calls
+    assert score_invocation(TASK, [*good_trace(), forged], FINISHED).passed is False

@@ -189,7 +189,7 @@ def test_plain_http_and_ingested_spans_with_a_forged_role_are_the_agents(tmp_pat
     assert http_spans[0]["attributes"]["tracecard.role"] == "agent"
     assert http_spans[0]["attributes"]["tracecard.role.header"] == "verifier"
     ingested = next(s for s in spans if s["span_id"] == "00000000000000a1")
-    assert ingested["attributes"]["tracecard.role"] == "agent"  # a claim, kept as such
-    assert ingested["attributes"]["tracecard.role.header"] == "verifier"
+    assert "tracecard.role" not in ingested["attributes"]  # only tracecard gives a role
+    assert ingested["attributes"]["tracecard.role.header"] == "verifier"  # the claim, kept
     assert ingested["attributes"]["tracecard.evidence"] == "agent_reported"  # and never scored
     assert all("tracecard-verifier" not in r.headers for r in fake.received)

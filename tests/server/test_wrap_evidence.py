@@ -126,7 +126,8 @@ def _post(server: RunningServer, spans: list[dict[str, Any]]) -> None:
         }
         for s in spans
     ]
-    body = {"resourceSpans": [{"scopeSpans": [{"spans": otlp}]}]}
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "forger"}}]}
+    body = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": otlp}]}]}
     response = httpx.post(f"{server.url}/v1/traces", json=body, timeout=30)
     assert response.status_code == 200, response.text
 
@@ -176,6 +177,14 @@ def _check_forgery(tracecard: RunningServer) -> None:
         attributes = stored[span["span_id"]]["attributes"]
         assert attributes["tracecard.evidence"] == "agent_reported"
         assert WRAP_MAC not in attributes
+        assert "tracecard.role" not in attributes  # only tracecard gives a role
+        assert attributes["tracecard.role.header"] == "agent"  # the claim, kept as such
+    page = httpx.get(f"{tracecard.url}/runs/{run['id']}", timeout=30).text
+    for span in (right, forbidden, wrong_mac):  # in the tree, as the agent's own span
+        row = page.split(f'id="span-{span["span_id"]}"', 1)[1].split("</summary>", 1)[0]
+        assert 'title="the agent\'s own span"' in row
+        detail = httpx.get(f"{tracecard.url}/runs/{run['id']}/spans/{span['span_id']}").text
+        assert "tracecard.evidence" in detail and "agent_reported" in detail
 
 
 def test_a_mac_binds_the_span_to_its_run(tracecard: RunningServer) -> None:
