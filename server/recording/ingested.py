@@ -2,10 +2,10 @@
 
 Nothing an agent sends may pass for the server's own observations:
 - a span that looks like tracecard's recording (an MCP method, a tool execution, any
-  `tracecard.*` attribute but the run it names) is evidence only with `tracecard wrap`'s valid MAC for the
-  run it joined (`wrap_credential`); any other such span is stored and shown as the agent's own
-  span: no `tracecard.role` (only tracecard gives one; a claimed role is kept as `role.header`)
-  and `tracecard.evidence = agent_reported`, and the scorers never read it;
+  `tracecard.*` attribute but the run it names) is evidence only with `tracecard wrap`'s valid
+  MAC for the run it joined (`wrap_credential`); any other such span is stored and shown as the
+  agent's own span: no `tracecard.role` (only tracecard gives one; a claimed role is kept as
+  `role.header`) and `tracecard.evidence = agent_reported`, and the scorers never read it;
 - a signed span that says `tracecard.role = verifier` is stored as the agent's, the claim kept
   as `role.header`;
 - ingested attributes are redacted by the same rules as recorded ones (`redaction.Redactor`).
