@@ -53,6 +53,7 @@ class InProcessTracecard:
     client: TestClient  # type: ignore[type-arg]
     settings: Settings
     url: str
+    app: Any  # as served; the test client wraps it (to add ASGI state)
 
     @property
     def transport(self) -> AppTransport:
@@ -61,7 +62,7 @@ class InProcessTracecard:
     @property
     def runtime(self) -> Runtime:
         """The live runtime (store, recorder, hooks such as `enforce`)."""
-        return runtime_in(self.client.app)
+        return runtime_in(self.app)
 
     def async_client(self, **options: Any) -> httpx.AsyncClient:
         """An `httpx.AsyncClient` on the same app, for async tests."""
@@ -75,6 +76,7 @@ def in_process_tracecard(
     """Start the app for `settings` (sharing `store` if given) until the block ends; leaving it
     runs the lifespan's shutdown, which flushes every span, as `tracecard serve` does."""
     url = in_process_url(settings)
-    with TestClient(asgi_app(settings, store), base_url=url) as client:
+    app = asgi_app(settings, store)
+    with TestClient(app, base_url=url) as client:
         client.follow_redirects = False  # as httpx does: a redirect is an answer to check
-        yield InProcessTracecard(client=client, settings=settings, url=url)
+        yield InProcessTracecard(client=client, settings=settings, url=url, app=app)
