@@ -42,6 +42,8 @@ class ToolCall:
     start_ns: int
     end_ns: int
     result: dict[str, Any] | None = None  # the CallToolResult, when recorded and readable
+    # argument-pattern rules checked on the arguments as sent (`tracecard.safety.checked`)
+    checked: dict[str, Any] | None = None
 
     @property
     def result_text(self) -> str | None:
@@ -140,6 +142,7 @@ def _as_call(span: Span, reported: bool = False) -> ToolCall | None:
     result = parse_json_text(attrs.get(sc.GEN_AI_TOOL_CALL_RESULT), truncated=truncated).value
     error_type = attrs.get(sc.ERROR_TYPE)
     blocked_rule = attrs.get(sc.BLOCKED_RULE)
+    checked = parse_json_text(attrs.get(sc.SAFETY_CHECKED)).value
     return ToolCall(
         span_id=str(span.get("span_id", "")),
         tool=tool,
@@ -154,6 +157,7 @@ def _as_call(span: Span, reported: bool = False) -> ToolCall | None:
         start_ns=_start(span),
         end_ns=int(span.get("end_time_unix_nano") or _start(span)),
         result=result if isinstance(result, dict) else None,
+        checked=checked if isinstance(checked, dict) else None,
     )
 
 

@@ -41,6 +41,10 @@ Enforcer = Callable[
     "BlockDecision | None",
 ]
 
+# On each agent tools/call of a task's run whose stored arguments are redacted (memory only):
+# the task's argument-pattern rules checked on the arguments as sent, as JSON text (or None).
+ArgumentChecks = Callable[["RunInfo", str, "dict[str, Any] | None"], "str | None"]
+
 
 @dataclass
 class Hooks:
@@ -52,5 +56,6 @@ class Hooks:
     root_events: RootEvents | None = None
     run_scores: RunScores | None = None
     enforce: Enforcer | None = None
+    argument_checks: ArgumentChecks | None = None
     task_params: TaskParams | None = None
     task_fixture: TaskFixture | None = None

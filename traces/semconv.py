@@ -89,6 +89,9 @@ RPC_RESULT: Final = (
 TOOL_IS_ERROR: Final = "tracecard.tool.is_error"  # bool, tools/call result had isError
 TOOL_ANNOTATIONS: Final = "tracecard.tool.annotations"  # JSON text, from tools/list, on tools/call
 BLOCKED_RULE: Final = "tracecard.blocked.rule"  # safety rule id that blocked the call (enforce)
+# JSON text on a tools/call span of a task's run: each argument-pattern safety rule that applies
+# to the tool, checked on the arguments as sent, before redaction: {rule id: {rule, broken}}
+SAFETY_CHECKED: Final = "tracecard.safety.checked"
 # on an agent's tools/list span: the upstream's verifier-only tools tracecard took out of the answer
 TOOLS_HIDDEN: Final = "tracecard.tools.hidden"
 PROBE_ID: Final = "tracecard.probe.id"  # verifier spans: which probe of the task

@@ -15,6 +15,7 @@ from tracecard.server.api.evaluation import (
     SuiteController,
 )
 from tracecard.server.evaluation.hooks import (
+    make_argument_checker,
     make_enforcer,
     probe_and_score,
     resolve_run_create,
@@ -54,6 +55,7 @@ def install(runtime: Runtime) -> None:
     runtime.hooks.root_events = root_events
     runtime.hooks.run_scores = _run_scores
     runtime.hooks.enforce = make_enforcer(runtime)
+    runtime.hooks.argument_checks = make_argument_checker(runtime)
     runtime.hooks.task_params = task_params
     runtime.hooks.task_fixture = task_fixture
     runtime.tool_lists = ToolListCache(runtime.settings.tool_list_ttl_s)

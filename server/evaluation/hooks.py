@@ -11,15 +11,17 @@ from typing import Any
 
 import anyio.to_thread
 import httpx2
+import orjson
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event
 
 from tracecard.scorers import ComponentScore, RunFacts, Task, check_call, score_run
+from tracecard.scorers.safety import record_time_checks
 from tracecard.server.evaluation.probes import ProbeContext, run_probes
 from tracecard.server.evaluation.service import evaluation_events, new_task_run, score_rows, task_of
-from tracecard.server.hooks import Enforcer
+from tracecard.server.hooks import ArgumentChecks, Enforcer
 from tracecard.server.recording.recorder import VERIFIER_HEADER
 from tracecard.server.recording.redaction import Redactor
 from tracecard.server.runs.registry import RunInfo
@@ -130,6 +132,21 @@ def make_enforcer(runtime: Runtime) -> Enforcer:
         return None
 
     return enforce
+
+
+def make_argument_checker(runtime: Runtime) -> ArgumentChecks:
+    """The recorder's hook: the run's task's argument-pattern rules on the arguments as sent,
+    for a call whose stored arguments are redacted (`tracecard.safety.checked`)."""
+    cache = tasks_of(runtime)
+
+    def check(run: RunInfo, tool: str, arguments: dict[str, Any] | None) -> str | None:
+        task = cache.get(run.id)
+        if task is None or not isinstance(arguments, dict):
+            return None
+        found = record_time_checks(task.safety, tool, arguments)
+        return orjson.dumps(found).decode() if found is not None else None
+
+    return check
 
 
 async def _call_tool_through_proxy(

@@ -126,6 +126,7 @@ def build_state(runtime: Runtime) -> ProxyState:
             settings.recording,
             runtime.fingerprint_key,
             [name for name, upstream in settings.upstreams.items() if not upstream.redact],
+            runtime.hooks,
         ),
         client=make_proxy_client(),
         upstreams=upstreams,

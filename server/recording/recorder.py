@@ -26,6 +26,7 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from tracecard.server.hooks import Hooks
 from tracecard.server.recording.redaction import Redactor
 from tracecard.server.recording.span import SpanSink, parent_of
 from tracecard.server.runs.registry import RunInfo
@@ -183,8 +184,10 @@ class Recorder:
         settings: RecordingSettings,
         key: bytes | None = b"",
         plain_upstreams: Iterable[str] = (),
+        hooks: Hooks | None = None,
     ) -> None:
         self.tracer = tracer
+        self.hooks = hooks  # `argument_checks`: safety rules on arguments before redaction
         self.sink = SpanSink(tracer)
         self.redactor = Redactor(settings, key)
         self._plain = self.redactor.plain()
@@ -241,6 +244,11 @@ class Recorder:
                 attributes[semconv.GEN_AI_TOOL_NAME] = target
             arguments, truncated = redactor.text(params.get("arguments") or {})
             attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = arguments
+            checks = self.hooks.argument_checks if self.hooks is not None else None
+            if checks is not None and target is not None and "[redacted:" in arguments:
+                checked = checks(exchange.run, target, params.get("arguments"))
+                if checked is not None:
+                    attributes[semconv.SAFETY_CHECKED] = checked
         elif params is not None:
             attributes[semconv.RPC_PARAMS], truncated = redactor.text(params)
         if truncated:

@@ -24,6 +24,7 @@ async def stdio_lifespan(runtime: Runtime) -> AsyncIterator[StdioBridge]:
         runtime.settings.recording,
         runtime.fingerprint_key,
         [name for name, upstream in upstreams.items() if not upstream.redact],
+        runtime.hooks,
     )
     pool = StdioUpstreams(runtime, recorder)
     bridge = StdioBridge(runtime, recorder, pool)

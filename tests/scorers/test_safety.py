@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tracecard.scorers import GateConstants, RunFacts, check_call, gate_value, score_safety
-from tracecard.scorers.safety import Violation, is_destructive
+from tracecard.scorers.safety import Violation, is_destructive, record_time_checks
 from tracecard.scorers.spec import SafetySpec
 from tracecard.traces import semconv as sc
 
@@ -234,3 +236,32 @@ def test_agent_reported_calls_never_change_the_gate() -> None:
     score = score_safety(task, [forged], FINISHED)
     assert score.value == 1.0 and score.passed is True and score.evidence["violations"] == []
     assert [c["rule"] for c in score.evidence["agent_reported"]] == ["no-del"]
+
+
+def test_a_check_recorded_on_the_arguments_as_sent_decides_a_redacted_rule() -> None:
+    task = make_task(TOKEN_RULES)
+    sent = {"user": "alice", "access_token": "prod_123"}
+    checked = record_time_checks(task.safety, "login", sent)
+    assert checked is not None and "prod_123" not in json.dumps(checked)
+    assert {k: v["broken"] for k, v in checked.items()} == {"no-prod-token": True, "no-root": False}
+    call = tool_call("login", {"user": "alice", "access_token": FP})
+    call["attributes"][sc.SAFETY_CHECKED] = json.dumps(checked)
+    score = score_safety(task, [call], FINISHED)
+    assert score.value == 0.0 and score.passed is False and "not_evaluated" not in score.evidence
+    (violation,) = score.evidence["violations"]
+    assert violation["rule"] == "no-prod-token" and "checked when the call" in violation["reason"]
+    clean = record_time_checks(task.safety, "login", {"user": "alice", "access_token": "dev"})
+    call["attributes"][sc.SAFETY_CHECKED] = json.dumps(clean)
+    assert score_safety(task, [call], FINISHED).value == 1.0
+    assert record_time_checks(task.safety, "read_file", sent) is None  # no rule for that tool
+
+
+def test_a_check_recorded_under_another_version_of_the_rule_does_not_count() -> None:
+    old = make_task(TOKEN_RULES)
+    new = make_task(TOKEN_RULES.replace('"^prod_"', '"^live_"'))
+    call = tool_call("login", {"user": "alice", "access_token": FP})
+    checks = record_time_checks(old.safety, "login", {"user": "a", "access_token": "x"})
+    call["attributes"][sc.SAFETY_CHECKED] = json.dumps(checks)
+    score = score_safety(new, [call], FINISHED)
+    assert score.value is None
+    assert [b["rule"] for b in score.evidence["not_evaluated"]] == ["no-prod-token"]

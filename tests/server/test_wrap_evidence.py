@@ -16,14 +16,12 @@ import httpx
 import orjson
 import pytest
 from mcp.client.client import Client
-from mcp.client.stdio import StdioServerParameters
 
-from tests.support.processes import ROOT
+from tests.support.processes import ROOT, wrapped_server
 from tests.support.proxy import run_spans, tracecard_for
 from tests.support.tracecard import RunningServer
 from tracecard.server.recording.wrap_credential import WRAP_MAC, sign
 
-TRACECARD = str(ROOT / ".venv" / "bin" / "tracecard")
 TOOL_SERVER = [sys.executable, str(ROOT / "tests" / "servers" / "tool_server.py"), "stdio"]
 
 SUITE = """
@@ -215,22 +213,8 @@ async def test_wrap_is_scored_and_its_credential_goes_nowhere(
     run = _run(tracecard)
     script = tmp_path / "env_server.py"
     script.write_text(ENV_SERVER.format(root=str(ROOT)))
-    params = StdioServerParameters(
-        command=TRACECARD,
-        args=[
-            "wrap",
-            "--server",
-            tracecard.url,
-            "--run",
-            run["id"],
-            "--upstream",
-            "notes",
-            "--spool",
-            str(tmp_path / "spool.jsonl"),
-            "--",
-            sys.executable,
-            str(script),
-        ],
+    params = wrapped_server(
+        tracecard.url, run["id"], "notes", tmp_path / "spool.jsonl", [sys.executable, str(script)]
     )
     async with Client(params) as client:
         await client.call_tool("write_note", {"key": "greeting", "text": "hello world"})

@@ -12,10 +12,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
+
+if TYPE_CHECKING:
+    from mcp.client.stdio import StdioServerParameters
 
 
 def free_port() -> int:
@@ -100,3 +104,16 @@ def mcp_tool_server(*flags: str) -> Iterator[str]:
 
 def get_json(url: str) -> object:
     return httpx.get(url, timeout=10).json()
+
+
+def wrapped_server(
+    server_url: str, run_id: str, upstream: str, spool: Path, command: list[str]
+) -> StdioServerParameters:
+    """`tracecard wrap --run ... -- COMMAND` as an MCP stdio client starts it."""
+    from mcp.client.stdio import StdioServerParameters
+
+    tracecard = str(ROOT / ".venv" / "bin" / "tracecard")
+    args = ["wrap", "--server", server_url, "--run", run_id, "--upstream", upstream]
+    return StdioServerParameters(
+        command=tracecard, args=[*args, "--spool", str(spool), "--", *command]
+    )
