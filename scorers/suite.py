@@ -297,8 +297,11 @@ def load_suite(path: str | Path) -> Suite:
     fmt: SuiteFormat = "json" if file.suffix.lower() == ".json" else "toml"
     try:
         text = file.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:  # worded as a missing config file is
+        raise SuiteError([SuiteIssue(str(path), None, "", "no such suite file")]) from exc
     except OSError as exc:
-        raise SuiteError([SuiteIssue(str(file), None, "", f"cannot read: {exc}")]) from exc
+        reason = f"cannot read: {exc.strerror or exc}"
+        raise SuiteError([SuiteIssue(str(path), None, "", reason)]) from exc
     return parse_suite(text, fmt, str(path))  # the path as given, as the user typed it
 
 

@@ -3,6 +3,7 @@ parsing of every answer. `tracecard.client` only adds the sync and async transpo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,7 @@ class _Call(Generic[T]):
     path: str
     options: dict[str, Any]
     parse: Callable[[httpx.Response], T]
+    source: str | None = None  # a suite file's path as given: errors name it, not the body
 
 
 def _json_call(method: str, path: str, **options: Any) -> _Call[dict[str, Any]]:
@@ -105,10 +107,12 @@ def _experiment(body: dict[str, Any]) -> ExperimentHandle:
     )
 
 
-def _suite_text_call(text: str, fmt: SuiteFormat | None = None) -> _Call[dict[str, Any]]:
+def _suite_text_call(
+    text: str, fmt: SuiteFormat | None = None, source: str | None = None
+) -> _Call[dict[str, Any]]:
     fmt = fmt or ("json" if text.lstrip().startswith("{") else "toml")
-    media = f"application/{fmt}"
-    return _json_call("POST", "/api/suites", content=text, headers={"content-type": media})
+    options = {"content": text, "headers": {"content-type": f"application/{fmt}"}}
+    return _Call("POST", "/api/suites", options, _body, source)
 
 
 def _suite_file_call(path: str | Path) -> _Call[dict[str, Any]]:
@@ -117,7 +121,8 @@ def _suite_file_call(path: str | Path) -> _Call[dict[str, Any]]:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such suite file") from None
-    return _suite_text_call(text, "json" if file.suffix.lower() == ".json" else "toml")
+    fmt: SuiteFormat = "json" if file.suffix.lower() == ".json" else "toml"
+    return _suite_text_call(text, fmt, str(path))
 
 
 def _looks_like_a_path(text: str) -> bool:
@@ -178,7 +183,9 @@ class _Requests:
         return _json_call("GET", path)
 
 
-def _checked(response: httpx.Response) -> httpx.Response:
+def _checked(response: httpx.Response, source: str | None = None) -> httpx.Response:
+    """The response, or its problem as a `TracecardError`; with `source` (a suite file), the
+    server's `request body:LINE: ...` becomes `PATH:LINE: ...`, as `load_suite` says it."""
     if response.status_code >= 400:
         try:
             problem = response.json()
@@ -186,9 +193,10 @@ def _checked(response: httpx.Response) -> httpx.Response:
             problem = {"detail": response.text}
         if not isinstance(problem, dict):
             problem = {"detail": str(problem)}
-        raise TracecardError(
-            response.status_code, str(problem.get("detail", "")), problem.get("extra")
-        )
+        detail = str(problem.get("detail", ""))
+        if source is not None:
+            detail = re.sub(r"(?m)^request body(?=:)", lambda _m: source, detail)
+        raise TracecardError(response.status_code, detail, problem.get("extra"))
     return response
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "TracecardError",
 ]
 
+
 class TracecardClient(_Base):
     """Talks to one tracecard server. Use it as a context manager, or call `close()`."""
 
@@ -82,7 +83,7 @@ class TracecardClient(_Base):
             response = self._http.request(call.method, call.path, **call.options)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from exc
-        return call.parse(_checked(response))
+        return call.parse(_checked(response, call.source))
 
     def health(self) -> dict[str, Any]:
         """`GET /healthz`: the server's status and configured upstreams."""
@@ -188,7 +189,7 @@ class AsyncTracecardClient(_Base):
             response = await self._http.request(call.method, call.path, **call.options)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from exc
-        return call.parse(_checked(response))
+        return call.parse(_checked(response, call.source))
 
     async def health(self) -> dict[str, Any]:
         """`GET /healthz`."""

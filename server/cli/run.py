@@ -251,7 +251,14 @@ def _run(args: argparse.Namespace) -> int:
         if not Path(args.suite).is_file():
             raise UsageError(f"--suite {args.suite}: no such file")
         try:
-            suite = client.add_suite_file(Path(args.suite))
+            suite = client.add_suite_file(args.suite)
+        except TracecardError as exc:  # 422: `PATH:LINE: field: reason`, as `suite check` says
+            raise RunError(
+                exc.detail if exc.status_code == 422 else f"{args.suite}: {exc}"
+            ) from exc
+        except OSError as exc:
+            raise RunError(f"{args.suite}: {exc}") from exc
+        try:
             experiment = client.create_experiment(suite["version"], _config(args), args.trials)
         except (OSError, TracecardError) as exc:
             raise RunError(f"{args.suite}: {exc}") from exc

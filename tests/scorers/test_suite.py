@@ -158,5 +158,10 @@ def test_basic_example_covers_every_component() -> None:
 
 
 def test_unreadable_file(tmp_path: Path) -> None:
-    with pytest.raises(SuiteError, match="cannot read"):
+    # #14.11: worded as a missing config file is, with the path as given and no errno
+    with pytest.raises(SuiteError) as missing:
         load_suite(tmp_path / "missing.toml")
+    assert str(missing.value) == f"{tmp_path / 'missing.toml'}: no such suite file"
+    with pytest.raises(SuiteError) as folder:
+        load_suite(tmp_path)
+    assert str(folder.value) == f"{tmp_path}: cannot read: Is a directory"

@@ -142,6 +142,16 @@ def test_path_and_text_are_explicit(server: InProcessTracecard, tmp_path: Path) 
         assert tc.add_suite_text(toml, "toml")["name"] == "t2"
         (tmp_path / "s.json").write_text(json.dumps(SUITE))
         assert tc.add_suite_file(str(tmp_path / "s.json"))["tasks"] == ["greet", "count"]
+        # #14.11: a bad suite file is named as given, at the line, as `suite check` says it
+        (tmp_path / "bad.toml").write_text(toml + '[[tasks]]\nid = "b"\n')
+        with pytest.raises(TracecardError) as bad:
+            tc.add_suite_file(tmp_path / "bad.toml")
+        assert bad.value.status_code == 422
+        assert bad.value.detail == f"{tmp_path / 'bad.toml'}:6: tasks[1].instruction: " + (
+            "required field is missing"
+        )
+        with pytest.raises(TracecardError, match="^tracecard answered 422: request body:6: "):
+            tc.add_suite_text(toml + '[[tasks]]\nid = "b"\n')  # text has no path to name
 
 
 def test_an_unreachable_server_says_so(tmp_path: Path) -> None:
