@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -105,7 +106,11 @@ def database_problem(url: str, exc: BaseException) -> str:
     """One line about a database that cannot be opened, with what to do."""
     first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     reason = first[0] if first else type(exc).__name__
-    hint = "" if is_sqlite(url) else " (the database must exist: createdb NAME)"
+    hint = ""
+    if not is_sqlite(url) and re.search(r'database ".*" does not exist', reason):
+        from sqlalchemy.engine import make_url  # (not for a server that is down, a bad role)
+
+        hint = f" (the database must exist: createdb {make_url(url).database or 'NAME'})"
     return f"cannot open database {describe_db(url)}: {reason}{hint}"
 
 

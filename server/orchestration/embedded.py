@@ -37,12 +37,14 @@ def port_in_use(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def _quiet_logging() -> None:
-    # Alembic's migration lines (at INFO, through the handler Litestar's logging config installs)
-    # and httpx's request lines would drown the progress bar.
-    logging.getLogger().setLevel(logging.WARNING)
+def _quiet_logging(level: int) -> None:
+    """Back to the level the command chose (`--log-level`; WARNING by default): Litestar's
+    logging config lowers the root's at start-up, and Alembic's migration lines and httpx's
+    request lines would drown the progress bar unless `--log-level debug` asks for them."""
+    logging.getLogger().setLevel(level)
+    chatty = level if level <= logging.DEBUG else max(level, logging.WARNING)
     for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
+        logging.getLogger(name).setLevel(chatty)
 
 
 @contextlib.contextmanager
@@ -54,6 +56,7 @@ def embedded_server(settings: Settings, startup_timeout_s: float = 30.0) -> Iter
     from tracecard.server.app import asgi_app
     from tracecard.server.serving import TracecardServer, server_options
 
+    level = logging.getLogger().getEffectiveLevel()  # as set by `--log-level`
     if settings.port == 0:
         settings = settings.model_copy(update={"port": free_port(settings.host)})
     elif port_in_use(settings.host, settings.port):
@@ -71,7 +74,7 @@ def embedded_server(settings: Settings, startup_timeout_s: float = 30.0) -> Iter
     )
     server = TracecardServer(config)
     failure: list[BaseException] = []
-    _quiet_logging()
+    _quiet_logging(level)
 
     def serve() -> None:
         try:
@@ -89,7 +92,7 @@ def embedded_server(settings: Settings, startup_timeout_s: float = 30.0) -> Iter
             why = f": {failure[0]!r}" if failure else ""
             raise RunError(f"the embedded tracecard did not start on {settings.base_url}{why}")
         time.sleep(0.02)
-    _quiet_logging()
+    _quiet_logging(level)
     try:
         yield settings
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -272,8 +273,16 @@ def test_10_a_missing_postgres_database_is_one_line(
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("tracecard: cannot open database postgresql://"), err
-        assert "no_such_db_c14" in err and "the database must exist" in err
+        assert err.rstrip().endswith("(the database must exist: createdb no_such_db_c14)"), err
         assert len(err.splitlines()) == 1
+    # a server that is not there is not a database to create
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    assert main(["export", "--experiment", "x", "--db", f"postgresql://127.0.0.1:{port}/t"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tracecard: cannot open database postgresql://127.0.0.1:{port}/t: ")
+    assert "refused" in err and "createdb" not in err and len(err.splitlines()) == 1
 
 
 def test_10_an_unexpected_error_has_no_traceback_unless_debug(
@@ -293,3 +302,49 @@ def test_10_an_unexpected_error_has_no_traceback_unless_debug(
     ]
     with pytest.raises(RuntimeError, match="disk on fire"):
         main(["suite", "check", "x.toml", "--debug"])
+
+
+TYPO_SUITE = """schema_version = 1
+name = "typo"
+
+[[tasks]]
+id = "first"
+instruction = "do the first thing"
+
+[[tasks]]
+id = "second"
+upstreams = []
+"""
+
+
+def _run_typo(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "suites").mkdir(exist_ok=True)
+    (tmp_path / "suites" / "typo.toml").write_text(TYPO_SUITE)
+    env = {**_clean_env(), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:6006"}
+    argv = ["run", "--suite", "suites/typo.toml", "--name", "x", "--agent", "true"]
+    return subprocess.run(
+        [*TRACECARD, *flags, *argv, "--port", "0", "--db", "t.db"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_11_13_run_names_the_suite_line_and_warns_about_a_foreign_otel_endpoint(
+    tmp_path: Path,
+) -> None:
+    result = _run_typo(tmp_path)
+    assert result.returncode == 2
+    warning, error = result.stderr.splitlines()
+    assert warning.startswith(
+        "tracecard: warning: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:6006 is set: an "
+    )
+    assert "/v1/traces (TRACECARD_OTLP_ENDPOINT)" in warning
+    # the path as given and tasks[1]'s own line, as `suite check` says it (not "request body")
+    assert error == "tracecard: suites/typo.toml:8: tasks[1].instruction: required field is missing"
+
+
+def test_8_log_level_reaches_the_embedded_server_of_run(tmp_path: Path) -> None:
+    quiet = _run_typo(tmp_path)
+    assert "HTTP Request" not in quiet.stderr and "DEBUG" not in quiet.stderr
+    loud = _run_typo(tmp_path, "--log-level", "debug")
+    assert loud.returncode == 2
+    assert "DEBUG" in loud.stderr and "HTTP Request: POST" in loud.stderr, loud.stderr[-2000:]
