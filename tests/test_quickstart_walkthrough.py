@@ -120,6 +120,9 @@ def test_the_quickstart_as_written(tmp_path: Path) -> None:
     again = _shell(folder, f"{commands[2]} {shlex.join(QUICK)} --no-serve", activated=True)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "careful · helpdesk" in again.stdout and "verdict on outcome:" in again.stdout
+    # "it then says how to reopen the results with `tracecard serve`"
+    assert "The demo's server has stopped" in again.stdout, again.stdout[-2000:]
+    assert "\n  tracecard serve --db " in again.stdout, again.stdout[-2000:]
     _said_nothing_else(again.stdout + again.stderr)
 
     # 3. tracecard run: the table per task and component, and the viewer URL

@@ -105,7 +105,7 @@ async def run_helpdesk_agent(env: Mapping[str, str], style: str, seed: int = 0) 
         id=UPSTREAM,
         headers=headers or None,
         tool_error_behavior="retry",
-        init_timeout=60,
+        init_timeout=60,  # per-run servers can take seconds to start (docs/agents.md)
     )
     agent = Agent(
         scripted_model(script_for(task_id, style, trial, seed)),
