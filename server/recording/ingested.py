@@ -34,7 +34,10 @@ def claims_observation(attributes: dict[str, Any]) -> bool:
         return True
     if attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_EXECUTE_TOOL:
         return True
-    return any(k.startswith("tracecard.") and k not in _AGENT_MAY_SET for k in attributes)
+    for key in attributes:  # a plain loop: this runs for every ingested span
+        if key.startswith("tracecard.") and key not in _AGENT_MAY_SET:
+            return True
+    return False
 
 
 def take_macs(spans: list[SpanDict]) -> list[Any]:
@@ -48,6 +51,7 @@ def take_macs(spans: list[SpanDict]) -> list[Any]:
 
 def distrust(spans: list[SpanDict], macs: list[Any], wrap_key: bytes) -> None:
     """Demote verifier claims; mark what tracecard did not observe (in place, after joining)."""
+    credentials: dict[str, str] = {}
     for span, mac in zip(spans, macs, strict=True):
         attributes = span.get("attributes")
         if not isinstance(attributes, dict):
@@ -55,7 +59,7 @@ def distrust(spans: list[SpanDict], macs: list[Any], wrap_key: bytes) -> None:
         attributes.pop(semconv.EVIDENCE, None)  # only the server says what is evidence
         if not claims_observation(attributes):
             continue
-        observed = verify(wrap_key, span, str(span.get("run_id") or ""), mac)
+        observed = verify(wrap_key, span, str(span.get("run_id") or ""), mac, credentials)
         role = attributes.get(semconv.ROLE) if observed else attributes.pop(semconv.ROLE, None)
         if role is not None and (not observed or role != semconv.ROLE_AGENT):
             attributes[semconv.ROLE_HEADER] = str(role)[:64]  # the claim, kept as such

@@ -45,9 +45,16 @@ def sign(run_credential: str, span: SpanDict, run_id: str) -> str:
     return hmac.new(key, _message(span, run_id), hashlib.sha256).hexdigest()
 
 
-def verify(wrap_key: bytes, span: SpanDict, run_id: str, mac: Any) -> bool:
-    """True when `mac` is the span's MAC under `run_id`'s credential (constant time)."""
+def verify(
+    wrap_key: bytes, span: SpanDict, run_id: str, mac: Any, known: dict[str, str] | None = None
+) -> bool:
+    """True when `mac` is the span's MAC under `run_id`'s credential (constant time); `known`
+    keeps the credentials already derived (one per run, not one per span)."""
     if not isinstance(mac, str) or not wrap_key or not run_id:
         return False
-    expected = sign(credential(wrap_key, run_id), span, run_id)
+    known = {} if known is None else known
+    run_credential = known.get(run_id)
+    if run_credential is None:
+        run_credential = known[run_id] = credential(wrap_key, run_id)
+    expected = sign(run_credential, span, run_id)
     return hmac.compare_digest(mac.encode("latin-1", "replace"), expected.encode("latin-1"))
