@@ -106,7 +106,7 @@ class WrapRecorder:
 
         base = f"{args.server.rstrip('/')}/api/runs/{args.run}"
         try:
-            with httpx.Client(timeout=2.0, trust_env=False) as client:
+            with httpx.Client(timeout=2.0, trust_env=False, headers=_auth(args)) as client:
                 run = client.get(base).json()
                 issued = client.post(f"{base}/wrap-credential").json()
             return str(run["trace_id"]), str(run["root_span_id"]), str(issued["credential"])
@@ -161,6 +161,11 @@ class WrapRecorder:
         self.provider.shutdown()
 
 
+def _auth(args: argparse.Namespace) -> dict[str, str]:
+    """The server's API token as a header, when it needs one."""
+    return {"Tracecard-Token": args.token} if args.token else {}
+
+
 def _record(args: argparse.Namespace, lines: queue.Queue[Line | None]) -> None:
     """The recorder thread: everything heavy is imported here, off the agent's path."""
     from pathlib import Path
@@ -169,7 +174,7 @@ def _record(args: argparse.Namespace, lines: queue.Queue[Line | None]) -> None:
     from tracecard.traces.spool import Spool
 
     spool = Spool(Path(args.spool) if args.spool else default_spool())
-    shipper = Shipper(args.server, spool, {"service.name": "tracecard-wrap"})
+    shipper = Shipper(args.server, spool, {"service.name": "tracecard-wrap"}, _auth(args))
     shipper.start()
     recorder = WrapRecorder(args, shipper)
     try:
@@ -242,6 +247,11 @@ def register(sub: Any) -> None:
     )
     wrap.add_argument("--run", default=os.environ.get("TRACECARD_RUN"), help="run id to join")
     wrap.add_argument("--upstream", default="wrapped", help="upstream name on the spans")
+    wrap.add_argument(
+        "--token",
+        default=os.environ.get("TRACECARD_API_TOKEN"),
+        help="the server's API token, when it has one (default $TRACECARD_API_TOKEN)",
+    )
     wrap.add_argument("--spool", default=None, help="spool file (default ~/.cache/tracecard/...)")
     wrap.add_argument(
         "--flush-timeout", type=float, default=5.0, help="seconds to ship spans at exit"

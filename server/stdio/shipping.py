@@ -38,8 +38,15 @@ def default_spool() -> Path:
 class Shipper:
     """Batches spans from a queue and posts them as OTLP protobuf; spools what fails."""
 
-    def __init__(self, server: str | None, spool: Spool, resource: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        server: str | None,
+        spool: Spool,
+        resource: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.endpoint = f"{server.rstrip('/')}/v1/traces" if server else None
+        self.headers = {"content-type": "application/x-protobuf", **(headers or {})}
         self.spool = spool
         self.resource = resource
         self.queue: queue.Queue[SpanDict | None] = queue.Queue(maxsize=100_000)
@@ -72,7 +79,7 @@ class Shipper:
             response = self._client.post(
                 self.endpoint,
                 content=encode_protobuf(spans, self.resource),
-                headers={"content-type": "application/x-protobuf"},
+                headers=self.headers,
             )
         except httpx.HTTPError as exc:
             log.debug("could not ship %d spans to %s: %s", len(spans), self.endpoint, exc)

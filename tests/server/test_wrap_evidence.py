@@ -233,3 +233,37 @@ async def test_wrap_is_scored_and_its_credential_goes_nowhere(
     stored = orjson.dumps(run_spans(tracecard.url, run["id"])).decode()
     assert credential not in stored and WRAP_MAC not in stored
     assert "agent_reported" not in stored
+
+
+async def test_wrap_with_a_token_server_uses_the_token_from_the_environment(
+    tmp_path: Path,
+) -> None:
+    token = "wrap-test-token"
+    auth = {"Tracecard-Token": token}
+    upstreams = {"notes": {"command": TOOL_SERVER}}
+    with tracecard_for(upstreams, tmp_path, api_token=token) as running:
+        with httpx.Client(base_url=running.url, headers=auth, timeout=30) as http:
+            posted = http.post(
+                "/api/suites", content=SUITE, headers={"content-type": "application/toml"}
+            )
+            assert posted.status_code == 201, posted.text
+            run = http.post(
+                "/api/runs", json={"suite": "evidence", "task_id": "save", "config": {"name": "a"}}
+            ).json()
+        params = wrapped_server(
+            running.url, run["id"], "notes", tmp_path / "spool.jsonl", TOOL_SERVER
+        )
+        params.env = {"TRACECARD_API_TOKEN": token}
+        async with Client(params) as client:
+            await client.call_tool("write_note", {"key": "greeting", "text": "hello world"})
+        with httpx.Client(base_url=running.url, headers=auth, timeout=60) as http:
+            deadline = time.monotonic() + 20
+            while not any(
+                s["name"] == "tools/call write_note"
+                for s in http.get(f"/api/runs/{run['id']}/spans").json()["spans"]
+            ):
+                assert time.monotonic() < deadline, "the wrap's spans did not arrive"
+                time.sleep(0.2)
+            finished = http.post(f"/api/runs/{run['id']}/finish", json={"final_answer": "done"})
+    scores = {s["component"]: s for s in finished.json()["scores"]}
+    assert scores["invocation"]["passed"] is True  # signed, so scored
