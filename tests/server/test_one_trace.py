@@ -76,6 +76,7 @@ async def _check_one_tree(tracecard: RunningServer, names_run: bool) -> None:
     assert [(s["span_id"], s["name"]) for s in roots] == [
         (run["root_span_id"], "invoke_agent pydantic-ai")
     ]
+    assert sum(s["name"].startswith("chat ") for s in spans) == 2  # both model turns joined
     (agent_root,) = [s for s in spans if s["name"] == "invoke_agent agent"]
     assert agent_root["parent_span_id"] == run["root_span_id"]
     agent_trace = agent_root["attributes"]["tracecard.agent.trace_id"]
