@@ -104,7 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `tracecard` console script."""
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports most of tracecard: a Ctrl-C may come this early
+    except KeyboardInterrupt:
+        return 130
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
     if getattr(args, "handler", None) is None:
@@ -119,6 +122,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:  # a file or folder given that cannot be used (`-o`, `--dir`, ...)
+        if args.debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"tracecard: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as exc:
         if args.debug:
             raise

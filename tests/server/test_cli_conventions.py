@@ -348,3 +348,29 @@ def test_8_log_level_reaches_the_embedded_server_of_run(tmp_path: Path) -> None:
     loud = _run_typo(tmp_path, "--log-level", "debug")
     assert loud.returncode == 2
     assert "DEBUG" in loud.stderr and "HTTP Request: POST" in loud.stderr, loud.stderr[-2000:]
+
+
+def test_10_a_file_that_cannot_be_used_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # e.g. `tracecard export -o missing/dir/card.md`: the path and why, not "unexpected"
+    from tracecard.server.cli import suites
+
+    cli = sys.modules["tracecard.server.cli.main"]  # the module (the package exports `main`)
+
+    def unwritable(_args: object) -> int:
+        open("/nonexistent-u14/dir/card.md", "w")  # noqa: SIM115 - raises before anything
+        return 0
+
+    monkeypatch.setattr(suites, "_suite_check", unwritable)
+    assert main(["suite", "check", "x.toml"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "tracecard: /nonexistent-u14/dir/card.md: No such file or directory"
+    ]
+
+    def interrupted() -> object:
+        raise KeyboardInterrupt  # Ctrl-C while the commands are still being imported
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert main(["--version"]) == 130
+    assert capsys.readouterr().err == ""
