@@ -27,6 +27,7 @@ from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -266,7 +267,7 @@ def load_settings(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}:{toml_error_line(exc) or 1}: not valid TOML: {exc}") from exc
         document["config_path"] = str(path)
-    from_env = _Environment(environ)()
+    from_env = _from_environment(environ)
     flags = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings.model_validate(_merge(_merge(document, from_env), flags))
@@ -276,6 +277,24 @@ def load_settings(
             for e in exc.errors()
         ]
         raise ConfigError("\n".join(str(issue) for issue in issues)) from exc
+
+
+def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The `TRACECARD_*` values; a list or table that is not JSON names its variable."""
+    try:
+        return dict(_Environment(environ)())
+    except SettingsError as exc:
+        for name, value in environ.items():  # pydantic-settings names only the top-level key
+            if name.upper().startswith(ENV_PREFIX):
+                try:
+                    _Environment({name: value})()
+                except SettingsError as alone:
+                    key = name[len(ENV_PREFIX) :].lower().replace("__", ".")
+                    raise ConfigError(
+                        f"{name}: {key}: not valid JSON ({alone.__cause__}); a list or table "
+                        """is written as JSON, e.g. '["a", "b"]' or '{"k": "v"}'"""
+                    ) from exc
+        raise ConfigError(f"settings: {exc}") from exc
 
 
 def _locate(

@@ -111,6 +111,18 @@ def test_an_environment_error_names_the_variable() -> None:
         )
 
 
+def test_a_list_that_is_not_json_names_its_variable() -> None:
+    # #14.9: was "SettingsError: error parsing value for field ..." (an unexpected error)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"TRACECARD_ALLOWED_HOSTS": "tracecard.lan"})
+    assert str(caught.value).startswith("TRACECARD_ALLOWED_HOSTS: allowed_hosts: not valid JSON")
+    assert "written as JSON" in str(caught.value)
+    nested = {"TRACECARD_UPSTREAMS__T__URL": "http://a", "TRACECARD_UPSTREAMS__T__HEADERS": "x"}
+    with pytest.raises(ConfigError, match=r"^TRACECARD_UPSTREAMS__T__HEADERS: upstreams\.t\.head"):
+        load_settings(environ=nested)  # the bad one of the two, not the table's first
+    assert load_settings(environ={"TRACECARD_ALLOWED_HOSTS": '["tracecard.lan"]'}).allowed_hosts
+
+
 def test_a_flag_error_names_the_flag() -> None:
     with pytest.raises(ConfigError, match=r"^--port: port: Input should be a valid integer"):
         load_settings(environ={}, port="x")
