@@ -103,6 +103,8 @@ def test_the_quickstart_as_written(tmp_path: Path) -> None:
     rest, _ = demo.communicate(timeout=60)
     assert demo.returncode == 0, rest
     printed += rest
+    ports = set(re.findall(r"http://127\.0\.0\.1:(\d+)", printed))
+    assert ports == {served.group(1).rsplit(":", 1)[1]}, ports  # every link: the bound port
     for said in ("careful · helpdesk", "hasty · helpdesk", "verdict on outcome:",
                  "/compare/experiments?a=", "/scorecard.md"):  # fmt: skip
         assert said in printed, (said, printed[-3000:])
