@@ -84,6 +84,7 @@ MEANINGS = {
     "--db": "database",
     "--port": "port",
     "--server": "tracecard",
+    "--token": "API token",
     "--json": "JSON",
     "--quiet": "progress bar",
     "--trials": "trials per task",
