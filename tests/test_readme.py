@@ -53,3 +53,24 @@ def test_documented_command_parses(doc: str, command: str) -> None:
 def test_readme_config_snippets_are_valid_settings() -> None:
     for block in _blocks(ROOT / "README.md", "toml"):
         Settings.model_validate(tomllib.loads(block))
+
+
+RUNS = [(doc, command) for doc, command in CASES if command.startswith("tracecard run ")]
+
+
+@pytest.mark.parametrize(("doc", "command"), RUNS, ids=[f"{d}:{c[:60]}" for d, c in RUNS])
+def test_documented_run_configures_the_suites_upstreams(doc: str, command: str) -> None:
+    # Typed from a clone's root, `tracecard run` must find every upstream its suite uses: the
+    # README's once had no --config ("suite 'helpdesk' uses upstream(s) helpdesk that this
+    # server does not configure"). (A doc command with --server relies on that server.)
+    from tracecard.scorers import load_suite
+    from tracecard.server.settings import find_config, load_settings
+
+    args = build_parser().parse_args(shlex.split(re.sub(r"<[^>]+>", "X", command))[1:])
+    if args.server or not (ROOT / args.suite).is_file():
+        pytest.skip("runs against a server of its own, or on a suite the reader writes")
+    suite = load_suite(ROOT / args.suite)
+    used = {name for task in suite.tasks for name in task.upstreams}
+    config = ROOT / args.config if args.config else find_config(ROOT)
+    configured = set(load_settings(config, environ={}).upstreams) if config else set()
+    assert used <= configured, f"{doc}: `{command}` configures {configured or 'no upstream'}"
