@@ -260,8 +260,10 @@ def _run(args: argparse.Namespace) -> int:
             raise RunError(f"{args.suite}: {exc}") from exc
         try:
             experiment = client.create_experiment(suite["version"], _config(args), args.trials)
-        except (OSError, TracecardError) as exc:
-            raise RunError(f"{args.suite}: {exc}") from exc
+        except TracecardError as exc:  # 422: the server's reason says what to change
+            raise RunError(
+                f"{args.suite}: {exc.detail if exc.status_code == 422 else exc}"
+            ) from exc
         tasks = len(suite["tasks"])
         console.print(
             f"experiment [bold]{experiment.id}[/]: {args.name} on suite {suite['name']} "

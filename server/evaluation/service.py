@@ -89,9 +89,10 @@ def _check_upstreams(suite: Suite, settings: Settings, tasks: Sequence[Task]) ->
     missing = sorted({u for t in tasks for u in t.upstreams} - set(settings.upstreams))
     if missing:
         configured = ", ".join(sorted(settings.upstreams)) or "none"
+        where = settings.config_path or "tracecard.toml (none was loaded: pass --config PATH)"
         raise RunError(
             f"suite {suite.name!r} uses upstream(s) {', '.join(missing)} that this server does not "
-            f"configure (configured: {configured}); add [upstreams.NAME] to tracecard.toml",
+            f"configure (configured: {configured}); add [upstreams.{missing[0]}] to {where}",
             422,
         )
 

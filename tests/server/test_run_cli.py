@@ -157,6 +157,9 @@ def test_a_suite_whose_upstream_is_not_configured_is_refused(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "helpdesk" in err and "does not configure" in err
+    assert err.rstrip().endswith(  # #14: a clone's root has no tracecard.toml of its own
+        "add [upstreams.helpdesk] to tracecard.toml (none was loaded: pass --config PATH)"
+    )
 
 
 INTERRUPT_SUITE = {
