@@ -151,7 +151,8 @@ def _demo(args: argparse.Namespace) -> int:
     outcomes: dict[str, list[RunOutcome]] = {}
     with contextlib.ExitStack() as stack:
         preloaded = stack.enter_context(preloaded_helpdesk())
-        served = stack.enter_context(embedded_server(demo_settings(folder, args.port, preloaded)))
+        settings = demo_settings(folder, args.port, preloaded)
+        served = stack.enter_context(embedded_server(settings, use_running=False))
         client = stack.enter_context(TracecardClient(served.base_url))
         suite = client.add_suite(_examples() / "helpdesk" / "suite.toml")
         console.print(

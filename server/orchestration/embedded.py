@@ -48,9 +48,12 @@ def _quiet_logging(level: int) -> None:
 
 
 @contextlib.contextmanager
-def embedded_server(settings: Settings, startup_timeout_s: float = 30.0) -> Iterator[Settings]:
+def embedded_server(
+    settings: Settings, startup_timeout_s: float = 30.0, use_running: bool = True
+) -> Iterator[Settings]:
     """Serve `settings` in a background thread until the block ends; yields the settings as
-    served (port 0 is replaced by a free port)."""
+    served (port 0 is replaced by a free port). `use_running`: the command has `--server`,
+    which a taken port's error then suggests."""
     import uvicorn
 
     from tracecard.server.app import asgi_app
@@ -60,9 +63,10 @@ def embedded_server(settings: Settings, startup_timeout_s: float = 30.0) -> Iter
     if settings.port == 0:
         settings = settings.model_copy(update={"port": free_port(settings.host)})
     elif port_in_use(settings.host, settings.port):
+        other = f"pass --server {settings.base_url} to use it" if use_running else "pass --port N"
         raise RunError(
             f"port {settings.port} on {settings.host} is taken (a tracecard already running?): "
-            f"pass --server {settings.base_url} to use it, or --port 0 for a free port"
+            f"{other}, or --port 0 for a free port"
         )
     config = uvicorn.Config(
         asgi_app(settings),

@@ -179,7 +179,9 @@ def test_a_taken_port_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[
         port = taken.getsockname()[1]
         code = main(["demo", "--no-serve", "--port", str(port), "--dir", str(tmp_path / "d")])
     assert code == 2
-    assert f"port {port} on 127.0.0.1 is taken" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"port {port} on 127.0.0.1 is taken" in err
+    assert "pass --port N, or --port 0 for a free port" in err and "--server" not in err  # #14
 
 
 def _processes_mentioning(text: str) -> list[int]:
