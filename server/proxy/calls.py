@@ -8,6 +8,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from tracecard.server.proxy import tool_annotations
 from tracecard.server.proxy.state import ProxyState
 from tracecard.server.recording.recorder import DIRECTION, SERVER_TO_CLIENT, Exchange, PendingCall
 from tracecard.traces import semconv
@@ -127,13 +128,7 @@ def close_notifications(state: ProxyState, calls: Calls) -> None:
 
 
 def _remember_annotations(state: ProxyState, upstream: str, result: Any) -> None:
-    if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
-        return
-    known = state.annotations.setdefault(upstream, {})
-    for tool in result["tools"]:
-        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-            annotations = tool.get("annotations")
-            known[tool["name"]] = annotations if isinstance(annotations, dict) else {}
+    tool_annotations.remember(state.annotations, upstream, result)
 
 
 def end_unparsable(calls: Calls, status: int) -> None:

@@ -1,4 +1,12 @@
-"""Enforce mode: ask the safety hook about each tool call and answer instead of forwarding."""
+"""Enforce mode: ask the safety hook about each tool call and answer instead of forwarding.
+
+One decision and one answer for every upstream kind that carries MCP: the HTTP proxy
+(`enforce_calls`, per POST, batches included) and the stdio bridge (`blocked`, per request,
+shared and `per_run` processes) both ask `decide` and end the span with `block_call`, so a
+blocked call gets the same JSON-RPC error, the same span attributes (`error.type = blocked`,
+`tracecard.blocked.rule`) and the same safety verdict, whichever way it came. Plain HTTP upstreams
+(`/http/...`) carry no tool calls: nothing there is blocked (docs/suites.md, `safety`).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +17,37 @@ from tracecard.server.proxy.calls import Calls
 from tracecard.server.proxy.forward import RequestHeaders
 from tracecard.server.proxy.state import ProxyState
 from tracecard.server.proxy.visibility import hidden_for, mark_list, refuse
+from tracecard.server.recording.recorder import PendingCall, Recorder
+from tracecard.server.runs.registry import RunInfo
+from tracecard.server.runtime import Runtime
 from tracecard.traces import semconv
 
 Started = list[tuple[dict[str, Any], Any]]  # (message, its PendingCall) per request sent
+
+
+def decide(
+    runtime: Runtime,
+    run: RunInfo,
+    upstream: str,
+    message: dict[str, Any],
+    annotations: dict[str, Any] | None,
+) -> Any:
+    """The enforce hook's decision on one message (a `BlockDecision`), None to forward it."""
+    enforce = runtime.hooks.enforce
+    if enforce is None or message.get("method") != "tools/call":
+        return None
+    found = message.get("params")
+    params: dict[str, Any] = found if isinstance(found, dict) else {}
+    return enforce(
+        run, upstream, str(params.get("name")), params.get("arguments") or {}, annotations
+    )
+
+
+def block_call(recorder: Recorder, pending: PendingCall, decision: Any) -> dict[str, Any]:
+    """End the span of a call enforce mode did not forward; the JSON-RPC error to answer with."""
+    text = f"blocked by tracecard rule {decision.rule_id}: {decision.message}"
+    recorder.block(pending, str(decision.rule_id), text)
+    return jsonrpc_error(pending.request_id, CODE_BLOCKED, text, rule=decision.rule_id)
 
 
 async def enforce_calls(
@@ -42,15 +78,8 @@ async def enforce_calls(
         if tool in hidden:
             refused[index] = tool
             continue
-        if enforce is None:
-            continue
-        decision = enforce(
-            calls.exchange.run,
-            upstream,
-            tool,
-            params.get("arguments") or {},
-            state.tool_annotations(upstream, tool),
-        )
+        annotations = state.tool_annotations(upstream, tool)
+        decision = decide(state.runtime, calls.exchange.run, upstream, message, annotations)
         if decision is not None:
             verdicts[index] = decision
     if not verdicts and not refused:
@@ -64,14 +93,13 @@ async def enforce_calls(
                 replies.append(reply)
             continue
         if decision is not None:
-            text = f"blocked by tracecard rule {decision.rule_id}: {decision.message}"
-            state.recorder.block(pending, str(decision.rule_id), text)
+            reply = block_call(state.recorder, pending, decision)
         else:
             text = "not forwarded: another call in this batch was blocked or refused"
             state.recorder.fail(pending, semconv.ERR_BLOCKED, text)
+            reply = jsonrpc_error(pending.request_id, CODE_BLOCKED, text, rule=None)
         if pending.request_id is not None:
-            rule = decision.rule_id if decision is not None else None
-            replies.append(jsonrpc_error(pending.request_id, CODE_BLOCKED, text, rule=rule))
+            replies.append(reply)
     calls.requests.clear()
     calls.notifications.clear()
     as_sse = "application/json" not in headers.accept or state.answers_sse.get(upstream, False)

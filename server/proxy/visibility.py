@@ -33,7 +33,6 @@ __all__ = [
     "refusal",
     "refuse",
     "shown",
-    "start",
 ]
 
 CODE_UNKNOWN_TOOL = -32602  # MCP: a tools/call of a tool the server does not have
@@ -81,15 +80,6 @@ def refusal(
     if tool is None:
         return None
     return refuse(recorder, recorder.start(message, exchange), tool, exchange.upstream)
-
-
-def start(
-    recorder: Recorder, message: dict[str, Any], exchange: Exchange, hidden: Collection[str]
-) -> PendingCall:
-    """The span of a request the bridge forwards (a `tools/list` names what it hides)."""
-    pending = recorder.start(message, exchange)
-    mark_list(pending, hidden)
-    return pending
 
 
 def shown(reply: dict[str, Any], pending: PendingCall, hidden: Collection[str]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from tracecard.traces.store import Store
 
 log = logging.getLogger(__name__)
 
+
 def new_run_id() -> str:
     return secrets.token_hex(8)
 

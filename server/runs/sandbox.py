@@ -104,7 +104,7 @@ def substitute(value: str, sandbox: Path | None, params: dict[str, str] | None =
                 known = ", ".join(sorted(params or {})) or "none"
                 raise ConfigError(
                     f"{value!r} uses {{task.{name}}} but the run's task has no param {name!r}"
-                    f" (its params: {known}); set `params = {{ {name} = \"...\" }}` on the task"
+                    f' (its params: {known}); set `params = {{ {name} = "..." }}` on the task'
                 )
             return params[name]
 

@@ -35,13 +35,13 @@ from tracecard.server.asgi import (
     send_json,
     wait_disconnect,
 )
-from tracecard.server.proxy import visibility
 from tracecard.server.proxy.forward import client_key
 from tracecard.server.proxy.sessions import IdleLru
-from tracecard.server.recording.recorder import Exchange, Recorder, is_verifier
+from tracecard.server.recording.recorder import Recorder
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runtime import Runtime
 from tracecard.server.stdio import handshake
+from tracecard.server.stdio.calls import StdioCalls
 from tracecard.server.stdio.messages import (
     MODERN_META_PREFIX,
     VERSION_HEADER,
@@ -50,9 +50,7 @@ from tracecard.server.stdio.messages import (
     strip_modern_meta,
 )
 from tracecard.server.stdio.pool import StdioUpstreams
-from tracecard.server.stdio.process import StdioProcess
 from tracecard.server.stdio.sse import KEEPALIVE_S, SseStream
-from tracecard.traces import semconv
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +83,7 @@ class StdioBridge:
         self.runtime = runtime
         self.recorder = recorder
         self.pool = pool
+        self.calls = StdioCalls(runtime, recorder, pool)
         # bounded like the proxy's: stateless and careless clients never send DELETE
         self.sessions: IdleLru[str, Session] = IdleLru(on_forget=self._forget)
 
@@ -148,7 +147,7 @@ class StdioBridge:
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            exchange = self._exchange(
+            exchange = self.calls.exchange(
                 upstream, run or self._adhoc(scope, upstream, headers), headers
             )
             span = self.recorder.unparsable(body, f"not valid JSON: {exc}", exchange, "parse error")
@@ -169,71 +168,6 @@ class StdioBridge:
         """A stateless client's ad-hoc run: one per address and User-Agent, as in the proxy."""
         return self.runtime.runs.adhoc(client_key(scope, headers.get("user-agent", "")))
 
-    def _exchange(
-        self,
-        upstream: str,
-        run: RunInfo,
-        headers: dict[str, str],
-        session_id: str | None = None,
-        version: str | None = None,
-    ) -> Exchange:
-        verifier = is_verifier(headers.get("tracecard-verifier"), self.runtime.verifier_key)
-        role_header = headers.get("tracecard-role")
-        return Exchange(
-            run=run,
-            upstream=upstream,
-            transport="pipe",
-            session_id=session_id,
-            protocol_version=version,
-            role=semconv.ROLE_VERIFIER if verifier else semconv.ROLE_AGENT,
-            role_header=role_header[:64] if role_header is not None else None,
-            headers=headers,
-        )
-
-    async def _process(self, upstream: str, exchange: Exchange) -> StdioProcess:
-        return await self.pool.process_for(upstream, exchange)
-
-    async def _forward(
-        self,
-        upstream: str,
-        message: dict[str, Any],
-        exchange: Exchange,
-        sink: Any = None,
-    ) -> dict[str, Any]:
-        """Forward a request, failures as JSON-RPC errors; verifier-only tools stay hidden."""
-        hidden = visibility.hidden_for(self.runtime.settings.upstreams.get(upstream), exchange.role)
-        if (refusal := visibility.refusal(self.recorder, message, exchange, hidden)) is not None:
-            return refusal
-        try:
-            process = await self._process(upstream, exchange)
-        except UpstreamError as exc:
-            pending = self.recorder.start(message, exchange)
-            self.recorder.fail(pending, exc.error_type, str(exc))
-            return jsonrpc_error(message.get("id"), CODE_UPSTREAM, str(exc))
-        pending = visibility.start(self.recorder, message, exchange, hidden)
-        try:
-            reply = await process.call(
-                message, exchange, self.pool.timeout(upstream), sink, pending
-            )
-            return visibility.shown(reply, pending, hidden)
-        except UpstreamError as exc:
-            if exc.error_type == semconv.ERR_TIMEOUT:
-                asyncio.get_running_loop().create_task(
-                    self.pool.recycle(upstream, exchange.run, process)
-                )
-            return jsonrpc_error(message.get("id"), CODE_UPSTREAM, str(exc))
-
-    async def _answer_self(
-        self, message: dict[str, Any], exchange: Exchange, result: dict[str, Any] | None
-    ) -> dict[str, Any] | None:
-        """Record a message tracecard answers itself (handshakes); return the reply."""
-        pending = self.recorder.start(message, exchange)
-        reply = (
-            None if result is None else {"jsonrpc": "2.0", "id": message["id"], "result": result}
-        )
-        self.recorder.finish(pending, reply)
-        return reply
-
     # --- stateless protocol (2026-07-28) --------------------------------------------------------
     async def _modern(
         self,
@@ -245,7 +179,7 @@ class StdioBridge:
         message: dict[str, Any],
     ) -> None:
         version = headers.get(VERSION_HEADER) or MODERN_VERSION
-        exchange = self._exchange(
+        exchange = self.calls.exchange(
             upstream, run or self._adhoc(scope, upstream, headers), headers, None, version
         )
         if "id" not in message or "method" not in message:
@@ -253,7 +187,7 @@ class StdioBridge:
             return
         if message["method"] == "server/discover":
             try:
-                process = await self._process(upstream, exchange)
+                process = await self.calls.process(upstream, exchange)
             except UpstreamError as exc:
                 pending = self.recorder.start(message, exchange)
                 self.recorder.fail(pending, exc.error_type, str(exc))
@@ -270,9 +204,9 @@ class StdioBridge:
             }
             if init.get("instructions"):
                 discovered["instructions"] = init["instructions"]
-            await send_json(send, 200, await self._answer_self(message, exchange, discovered))
+            await send_json(send, 200, await self.calls.answer_self(message, exchange, discovered))
             return
-        reply = await self._forward(upstream, strip_modern_meta(message), exchange)
+        reply = await self.calls.forward(upstream, strip_modern_meta(message), exchange)
         result = reply.get("result")
         if isinstance(result, dict):
             # a session-protocol result, dressed for the stateless wire (nothing is cached)
@@ -302,7 +236,7 @@ class StdioBridge:
             await send_json(send, status, jsonrpc_error(message.get("id"), CODE_INVALID, detail))
             return
         session_headers = [(b"mcp-session-id", session.id.encode())]
-        exchange = self._exchange(
+        exchange = self.calls.exchange(
             upstream, run or session.run, headers, session.id, session.protocol_version
         )
         if "method" not in message:  # the client answers a server->client request
@@ -316,22 +250,22 @@ class StdioBridge:
             return
         if "id" not in message:
             if message["method"] == "notifications/initialized":
-                await self._answer_self(message, exchange, None)
+                await self.calls.answer_self(message, exchange, None)
             else:
                 try:
-                    process = await self._process(upstream, exchange)
+                    process = await self.calls.process(upstream, exchange)
                     await process.notify(message, exchange)
                 except UpstreamError as exc:
                     log.warning("%s", exc)
             await send_bytes(send, 202, content_type=None, headers=session_headers)
             return
         if "text/event-stream" not in headers.get("accept", ""):
-            reply = await self._forward(upstream, message, exchange)
+            reply = await self.calls.forward(upstream, message, exchange)
             await send_json(send, 200, reply, headers=session_headers)
             return
         stream = SseStream(send, session_headers)
         sink = handshake.capable(stream.event, session.capabilities)
-        reply = await self._forward(upstream, message, exchange, sink=sink)
+        reply = await self.calls.forward(upstream, message, exchange, sink=sink)
         await stream.event(reply)
         await stream.close()
 
@@ -347,13 +281,13 @@ class StdioBridge:
         session_id = secrets.token_hex(16)
         adhoc_key = None if run is not None else f"mcp-session:{upstream}:{session_id}"
         run = run or self.runtime.runs.adhoc(str(adhoc_key))
-        exchange = self._exchange(upstream, run, headers, session_id)
+        exchange = self.calls.exchange(upstream, run, headers, session_id)
         slot = self.pool.slot(upstream, run)
         agent = handshake.declared_capabilities(message)
         if slot.process is None or not slot.process.alive:
             slot.client_capabilities = agent  # the process to start declares the agent's
         try:
-            process = await self._process(upstream, exchange)
+            process = await self.calls.process(upstream, exchange)
         except UpstreamError as exc:
             pending = self.recorder.start(message, exchange)
             self.recorder.fail(pending, exc.error_type, str(exc))
@@ -365,7 +299,7 @@ class StdioBridge:
         handshake.note_shared(upstream, slot.run, process.client_capabilities, agent)
         session = Session(session_id, upstream, run, version, asyncio.Event(), adhoc_key, agent)
         self.sessions.bind(session_id, session)
-        reply = await self._answer_self(message, exchange, result)
+        reply = await self.calls.answer_self(message, exchange, result)
         await send_json(send, 200, reply, headers=[(b"mcp-session-id", session_id.encode())])
 
     async def _stream(
