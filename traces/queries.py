@@ -126,7 +126,13 @@ def _conditions(run_filter: RunFilter) -> list[ColumnElement[bool]]:
         )
     if run_filter.tool_name:
         where.append(
-            exists().where(spans.tool_name == run_filter.tool_name, spans.run_id == runs.id)
+            # runs that called the tool: observed calls only (not a probe, not an agent's own
+            # span claiming the call), as the scorers count calls
+            exists().where(
+                spans.tool_name == run_filter.tool_name,
+                spans.run_id == runs.id,
+                spans.role == semconv.ROLE_AGENT,
+            )
         )
     if run_filter.error_type:
         where.append(
@@ -308,7 +314,8 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
     those of the run's trace that name no run (an agent's own OTLP spans).
 
     The shape is the JSON API's, but `attributes` holds only the columns copied out of them
-    (tool name, error type, role) and `resource` only `service.name`: the waterfall needs no
+    (tool name, error type, role) plus `tracecard.evidence` of role-less spans (the waterfall
+    marks agent-reported spans), and `resource` only `service.name`: the waterfall needs no
     arguments or results, and not parsing them is what keeps a 5,000-span trace page fast.
     Details are fetched per span on demand.
     """
@@ -332,6 +339,10 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
         case((spans.role.is_(None), spans.resource["service.name"].as_string()), else_=None).label(
             "service"
         ),
+        # only a role-less span can be agent-reported (ingest drops a claimed role)
+        case(
+            (spans.role.is_(None), spans.attributes[semconv.EVIDENCE].as_string()), else_=None
+        ).label("evidence"),
     )
     # The agent's own OTLP spans join by trace id when they name no run. Two indexed queries:
     # an OR of both conditions makes SQLite read every row twice and sort out duplicates.
@@ -349,6 +360,7 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
                 (semconv.GEN_AI_TOOL_NAME, row.tool_name),
                 (semconv.ERROR_TYPE, row.error_type),
                 (semconv.ROLE, row.role),
+                (semconv.EVIDENCE, row.evidence),
             )
             if value is not None
         }

@@ -1,5 +1,8 @@
 """The trials comparison's query: the first N agent calls of each run, and how many it made.
 
+An agent call is a tool call tracecard observed (role `agent`; an instrumented agent's own
+tool spans are not evidence and are not counted) or a model turn (`is_agent_call_sql`).
+
 A run of 300 tool calls has 300 spans with arguments and results; the comparison page aligns
 only the first `limit` calls of each trial, so only those are read. One statement ranks each
 run's agent calls with `ROW_NUMBER()` and counts them with `COUNT(*)` over the run (window
@@ -41,13 +44,22 @@ class TrialCalls:
 
 
 def is_agent_call_sql() -> ColumnElement[bool]:
-    """An agent's tool call or model turn (not a verifier probe), in SQL: the same test as
-    `tracecard.viewer.compare_runs` applies to a span dict. The tool name and role are columns;
-    the operation name is read from the attributes only for spans that name no tool."""
+    """An agent's tool call that tracecard observed, or a model turn, in SQL: the same test as
+    `tracecard.viewer.compare_runs` applies to a span dict.
+
+    A tool call is evidence only when tracecard observed it (proxy, stdio bridge, a signed
+    `tracecard wrap` span): those, and only those, carry `tracecard.role = agent` (the `role`
+    column). An instrumented agent's own `execute_tool` span names the same tool but has no
+    role (ingest stores it with `tracecard.evidence = agent_reported`), as
+    `tracecard.scorers.calls.agent_calls` selects them. Model turns are every `chat` span but a
+    verifier's, as `tracecard.scorers.model.model_turns` reads them. The tool name and role are
+    columns; the operation name is read from the attributes only for spans that name no tool."""
     spans: Any = SpanRow
-    return or_(spans.role.is_(None), spans.role != semconv.ROLE_VERIFIER) & or_(
-        spans.tool_name.is_not(None),
-        spans.attributes[semconv.GEN_AI_OPERATION_NAME].as_string() == semconv.OP_CHAT,
+    return or_(
+        (spans.role == semconv.ROLE_AGENT) & spans.tool_name.is_not(None),
+        spans.tool_name.is_(None)
+        & or_(spans.role.is_(None), spans.role != semconv.ROLE_VERIFIER)
+        & (spans.attributes[semconv.GEN_AI_OPERATION_NAME].as_string() == semconv.OP_CHAT),
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracecard.scorers.calls import reported_only
 from tracecard.scorers.registry import component_key
 from tracecard.scorers.turns import turn_at, turn_spans
 from tracecard.traces import semconv as sc
@@ -89,12 +90,15 @@ MODEL_STEP = "model"  # a model turn's row label: turns align with turns, calls 
 
 
 def _is_agent_call(span: dict[str, Any]) -> bool:
+    """A tool call tracecard observed (role `agent`: never an agent's own `execute_tool` span,
+    which is not evidence) or a model turn (a `chat` span but a verifier's): what the scorers
+    count (`scorers.calls.agent_calls`, `scorers.model.model_turns`)."""
     attributes = span.get("attributes") or {}
-    if attributes.get(sc.ROLE) == sc.ROLE_VERIFIER:
-        return False
+    if attributes.get(sc.GEN_AI_TOOL_NAME) is not None:
+        return attributes.get(sc.ROLE) == sc.ROLE_AGENT and not reported_only(attributes)
     return (
-        attributes.get(sc.GEN_AI_TOOL_NAME) is not None
-        or attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_CHAT
+        attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_CHAT
+        and attributes.get(sc.ROLE) != sc.ROLE_VERIFIER
     )
 
 

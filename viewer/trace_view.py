@@ -55,6 +55,7 @@ class SpanLine:
     model_chip: str | None = None  # model spans: "in→out tok" (viewer.conversation)
     requested_by: str | None = None  # tool spans: the model span that asked for the call
     turn_user: str | None = None  # turn spans of a multi-turn run: the user message handed out
+    reported: bool = False  # `tracecard.evidence = agent_reported`: shown, never evidence
 
     @property
     def bar(self) -> Markup:
@@ -228,6 +229,7 @@ def build_trace(spans: Sequence[dict[str, Any]], scores: Iterable[ScoreRow]) -> 
             error=span_error(span),
             source=span_source(span),
             turn_user=_turn_user(span, attributes),
+            reported=attributes.get(sc.EVIDENCE) == sc.EVIDENCE_AGENT_REPORTED,
         )
         lines.append(line)
         by_id[line.span_id] = line

@@ -21,6 +21,11 @@ def _chips(line: SpanLine) -> str:
         chips.append(
             f'<span class="chip agent" title="the agent\'s own span">{escape(line.source)}</span>'
         )
+    if line.reported:
+        chips.append(
+            '<span class="chip reported" title="reported by the agent, not observed by '
+            'tracecard: not used as evidence">agent-reported</span>'
+        )
     if line.model_chip is not None:
         chips.append(
             f'<span class="chip model" title="input→output tokens">{escape(line.model_chip)}</span>'

@@ -144,11 +144,13 @@ def _mixed_trial(store: Store, trial: int, rng: random.Random) -> RunRow:
         elif kind < 0.8:  # a probe names a tool too, but is no agent call
             spans.append(_call(run, n, "read", start=start))
             spans[-1]["attributes"][sc.ROLE] = sc.ROLE_VERIFIER
-        elif kind < 0.9:  # the agent's own span: same trace, no run id
-            own = _call(run, n, "read", start=start, run_id=None)
+        elif kind < 0.9:  # the agent's own tool span, as ingest stores it: not a call
+            names_run = rng.random() < 0.5  # joined by its run id, or by trace id only
+            own = _call(run, n, "read", start=start, run_id=run.id if names_run else None)
+            own["name"] = "execute_tool read"
             own["attributes"] = {
                 k: v for k, v in own["attributes"].items() if k not in (sc.RUN_ID, sc.ROLE)
-            }
+            } | {sc.EVIDENCE: sc.EVIDENCE_AGENT_REPORTED}
             spans.append(own)
         else:
             spans.append(_span(run, n, {sc.MCP_METHOD_NAME: "tools/list"}, start=start))
@@ -178,6 +180,9 @@ def test_the_query_reads_what_reading_every_span_would_show(store: Store) -> Non
         assert read.next_call.get(run.id) == (beyond[0]["span_id"] if beyond else None)
     assert any(total > ALIGN_CAP for total in read.totals.values())
     assert any(total <= ALIGN_CAP for total in read.totals.values())
+    # the agent's own tool spans are in the trials but never read as calls
+    assert any(s["name"] == "execute_tool read" for r in runs for s in every[r.id])
+    assert not any(s["name"] == "execute_tool read" for r in runs for s in read.spans[r.id])
 
     full = compare_runs(runs, every, {})
     capped = compare_runs(runs, read.spans, {}, read.totals, read.next_call)
