@@ -22,7 +22,7 @@ from tracecard.server.cli.common import (
     settings_from_args,
 )
 from tracecard.server.runs.service import RunError
-from tracecard.server.settings import ConfigError
+from tracecard.server.settings import MODEL_KINDS, ConfigError, Settings, UpstreamSettings
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -38,8 +38,9 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"tracecard serving on {settings.base_url}  (viewer: {settings.base_url}/)", flush=True)
     print(f"  OTLP/HTTP traces endpoint: {settings.base_url}/v1/traces", flush=True)
     if settings.upstreams:
-        for name in settings.upstreams:
-            print(f"  upstream {name}: {settings.base_url}/mcp/{name}", flush=True)
+        for name, upstream in settings.upstreams.items():
+            where = _upstream_line(settings, name, upstream)
+            print(f"  upstream {name}: {settings.base_url}{where}", flush=True)
     else:
         print(
             "  no upstreams configured: add [upstreams.NAME] to tracecard.toml "
@@ -54,6 +55,17 @@ def _serve(args: argparse.Namespace) -> int:
     )
     TracecardServer(config).run(sockets=[sock])
     return 0
+
+
+def _upstream_line(settings: Settings, name: str, upstream: UpstreamSettings) -> str:
+    """Where agents reach the upstream (by its kind), and a fixture folder that is missing."""
+    if upstream.kind in MODEL_KINDS:
+        path = f"/llm/{name}  (the model SDK's base URL)"
+    else:
+        path = f"/http/{name}/" if upstream.kind == "http" else f"/mcp/{name}"
+    if upstream.fixture and not settings.resolve_path(upstream.fixture).is_dir():
+        path += f"  (warning: fixture {settings.resolve_path(upstream.fixture)} is not a folder)"
+    return path
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:

@@ -47,7 +47,10 @@ def create_sandbox(
     if fixture is not None:
         source = settings.resolve_path(fixture)
         if not source.is_dir():
-            raise ConfigError(f"upstream {upstream!r}: fixture {str(source)!r} is not a directory")
+            raise ConfigError(  # the stdio pool names the upstream
+                f"fixture {str(source)!r} is not a directory (an upstream's `fixture` is "
+                "resolved from the folder of tracecard.toml)"
+            )
         shutil.copytree(source, path, symlinks=True)
     else:
         path.mkdir(parents=True)

@@ -166,7 +166,12 @@ def test_2_import_bfcl_names_the_suite_with_suite_name(
 
 def test_3_4_8_serve_finds_tracecard_toml_and_prints_the_bound_port(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
-    (tmp_path / "tracecard.toml").write_text('[upstreams.tools]\nurl = "http://127.0.0.1:9/mcp"\n')
+    (tmp_path / "tracecard.toml").write_text(
+        '[upstreams.tools]\nurl = "http://127.0.0.1:9/mcp"\n'
+        '[upstreams.weather]\nurl = "http://127.0.0.1:9"\nkind = "http"\n'
+        '[upstreams.model]\nurl = "http://127.0.0.1:9/v1"\nkind = "openai"\n'
+        '[upstreams.files]\ncommand = ["true"]\nper_run = true\nfixture = "fixtures/files"\n'
+    )
     process = subprocess.Popen(
         [*TRACECARD, "serve", "--port", "0", "--db", str(tmp_path / "t.db")],
         cwd=tmp_path / "sub",  # found in the parent folder
@@ -184,6 +189,14 @@ def test_3_4_8_serve_finds_tracecard_toml_and_prints_the_bound_port(tmp_path: Pa
         port = int(banner.split("http://127.0.0.1:")[1].split()[0])
         assert port != 0
         assert upstream.strip() == f"upstream tools: http://127.0.0.1:{port}/mcp/tools"
+        # each kind where agents reach it (an HTTP tool, a model API), and a missing fixture
+        others = [process.stdout.readline().strip() for _ in range(3)]
+        assert others == [
+            f"upstream weather: http://127.0.0.1:{port}/http/weather/",
+            f"upstream model: http://127.0.0.1:{port}/llm/model  (the model SDK's base URL)",
+            f"upstream files: http://127.0.0.1:{port}/mcp/files  (warning: fixture "
+            f"{(tmp_path / 'fixtures' / 'files').resolve()} is not a folder)",
+        ]
         assert otlp.strip() == f"OTLP/HTTP traces endpoint: http://127.0.0.1:{port}/v1/traces"
         deadline = time.monotonic() + 20
         while True:
