@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from typing import Any
+
+import uvicorn
+import uvloop
 
 from tests.support.in_process import in_process_tracecard
-from tests.support.tracecard import bound_socket, port_of
+from tests.support.tracecard import bound_socket, port_of, serving
 from tracecard.server.settings import Settings
 
 
@@ -25,6 +29,22 @@ async def test_connections_to_the_pre_bound_socket_are_not_delayed_by_nagle() ->
         await _reader.read()
         writer.close()
     assert accepted and accepted[0] != 0
+
+
+def test_the_test_servers_run_on_uvloop_as_tracecard_serve_does() -> None:
+    loops: list[type] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        assert scope["type"] == "lifespan"
+        loops.append(type(asyncio.get_running_loop()))
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+
+    config = uvicorn.Config(app, loop="uvloop", lifespan="on", log_level="warning")
+    with serving(config, bound_socket(), "a bare app"):
+        pass
+    assert loops == [uvloop.Loop]
 
 
 def test_in_process_requests_pass_the_guard_and_redirects_are_answers(settings: Settings) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
 import threading
@@ -52,7 +51,8 @@ def serving(
     the one running-server helper every in-process test server goes through."""
     config.host, config.port = "127.0.0.1", port_of(sock)
     server = TracecardServer(config)  # drains like `tracecard serve`
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
+    # run(), not asyncio.run(serve()): only run() takes config.loop (uvloop, as `tracecard serve`)
+    thread = threading.Thread(target=lambda: server.run(sockets=[sock]), daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
