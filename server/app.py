@@ -16,6 +16,7 @@ from litestar.types import ControllerRouterHandler
 from tracecard import __version__
 from tracecard.server.api.runs import RunController
 from tracecard.server.evaluation.feature import HANDLERS as EVALUATION_HANDLERS
+from tracecard.server.evaluation.feature import evaluation_lifespan
 from tracecard.server.evaluation.feature import install as install_evaluation
 from tracecard.server.proxy import ProxyRouter, proxy_lifespan
 from tracecard.server.recording.ingest import ingest_traces, issue_wrap_credential
@@ -66,7 +67,8 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
     """Build the app for `settings`; tests pass their own settings (and may share a store).
 
     Every feature is wired here, in the order it starts: evaluation and OTLP ingest install their
-    hooks, then the proxy's client and the stdio bridge open (and close in reverse order).
+    hooks, then the probes' connection pool, the proxy's client and the stdio bridge open (and
+    close in reverse order).
     """
 
     @asynccontextmanager
@@ -75,6 +77,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
             app.state.runtime = runtime
             install_evaluation(runtime)
             install_otlp_ingest(runtime)
+            await stack.enter_async_context(evaluation_lifespan(runtime))
             await stack.enter_async_context(proxy_lifespan(runtime))
             await stack.enter_async_context(stdio_lifespan(runtime))
             yield

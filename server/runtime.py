@@ -33,6 +33,7 @@ from tracecard.traces.store import Store
 
 if TYPE_CHECKING:
     from tracecard.server.evaluation.hooks import TaskCache
+    from tracecard.server.evaluation.probe_http import ProbeHttp
     from tracecard.server.evaluation.tool_lists import ToolListCache
     from tracecard.server.evaluation.turns import TurnBoard
     from tracecard.server.proxy.state import ProxyState
@@ -62,6 +63,7 @@ class Runtime:
     tasks: TaskCache | None = None
     turns: TurnBoard | None = None  # multi-turn runs: the turn each is in
     tool_lists: ToolListCache | None = None  # upstreams' tools/list, for suite checks
+    probe_http: ProbeHttp | None = None  # outcome probes' connections, closed at shutdown
     # Derived from the database's secret (`tracecard.traces.secrets`), shared by its replicas:
     # the credential of the server's own probe traffic, the key of redaction fingerprints,
     # and the key that signs the viewer forms' CSRF tokens (tracecard.viewer.csrf).

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio.to_thread
@@ -23,6 +24,7 @@ from tracecard.server.evaluation.hooks import (
     task_fixture,
     task_params,
 )
+from tracecard.server.evaluation.probe_http import ProbeHttp
 from tracecard.server.evaluation.tool_lists import ToolListCache
 from tracecard.server.evaluation.turns import close_turns
 from tracecard.server.runtime import Runtime
@@ -59,6 +61,17 @@ def install(runtime: Runtime) -> None:
     runtime.hooks.task_params = task_params
     runtime.hooks.task_fixture = task_fixture
     runtime.tool_lists = ToolListCache(runtime.settings.tool_list_ttl_s)
+
+
+@asynccontextmanager
+async def evaluation_lifespan(runtime: Runtime) -> AsyncIterator[None]:
+    """The probes' connection pool, for the app's lifetime (opened on the first probe); closed
+    on shutdown, after the proxy and the stdio bridge (entered before them)."""
+    probe_http = runtime.probe_http = ProbeHttp()
+    try:
+        yield
+    finally:
+        await probe_http.aclose()
 
 
 HANDLERS: Sequence[ControllerRouterHandler] = (

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
-import httpx2
 import orjson
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -19,6 +18,7 @@ from opentelemetry.sdk.trace import Event
 
 from tracecard.scorers import ComponentScore, RunFacts, Task, check_call, score_run
 from tracecard.scorers.safety import record_time_checks
+from tracecard.server.evaluation.probe_http import ProbeHttp
 from tracecard.server.evaluation.probes import ProbeContext, run_probes
 from tracecard.server.evaluation.service import evaluation_events, new_task_run, score_rows, task_of
 from tracecard.server.hooks import ArgumentChecks, Enforcer
@@ -155,14 +155,15 @@ async def _call_tool_through_proxy(
     """A probe's tool call: through tracecard's own proxy, so per-run upstreams are reached.
 
     It presents the database's verifier key (`Tracecard-Verifier`, never forwarded upstream),
-    which no agent has: only this traffic is recorded with `tracecard.role = verifier`."""
+    which no agent has: only this traffic is recorded with `tracecard.role = verifier`. The
+    connections are the server's one probe pool (server/evaluation/probe_http.py)."""
     url = f"{runtime.settings.base_url}/runs/{run_id}/mcp/{upstream}"
     headers = {VERIFIER_HEADER: runtime.verifier_key}
     if runtime.settings.api_token:
         headers["Tracecard-Token"] = runtime.settings.api_token
-    async with httpx2.AsyncClient(
-        headers=headers, timeout=runtime.settings.upstream_timeout_s
-    ) as http:
+    if runtime.probe_http is None:  # an app without the evaluation lifespan (unit tests)
+        runtime.probe_http = ProbeHttp()
+    async with runtime.probe_http.client(headers, runtime.settings.upstream_timeout_s) as http:
         async with Client(streamable_http_client(url, http_client=http)) as client:
             result = await client.call_tool(tool, arguments)
     dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
