@@ -5,16 +5,24 @@ nothing); stdio servers are started for the check (in a scratch sandbox, with th
 fixture, when the command needs `{sandbox}`) and stopped. A server that cannot be reached is
 reported with the reason, never as "no tools". Plain HTTP upstreams have no tool list.
 A running server keeps each answer for `tool_list_ttl_s` (`ToolListCache`).
+
+A per-task upstream (its command, env or cwd uses `{task.NAME}`, e.g. BFCL's per-run server)
+is started once per distinct set of the parameters it uses, with the params of the first task
+that has that set, and each task is checked against the list its own params gave: at most
+`MAX_PARAM_SETS` sets per check, in task order. The tasks of further sets are not checked
+against that upstream (a warning names them); an `info` finding says which tasks' params were
+used.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import shutil
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,14 +32,17 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from tracecard.scorers import Suite
+from tracecard.scorers import Suite, Task
 from tracecard.scorers.tool_check import ToolFinding, check_tools
-from tracecard.server.runs.sandbox import substitute
+from tracecard.server.runs.sandbox import TASK_PARAM, substitute
 from tracecard.server.settings import Settings, UpstreamSettings
 
 __all__ = ["ToolListCache", "ToolListings", "check_suite_tools", "list_upstream_tools"]
 
 LIST_TIMEOUT_S = 20.0
+MAX_PARAM_SETS = 4  # distinct task parameter sets a check starts a per-task upstream with
+
+Params = dict[str, str]
 
 
 @dataclass
@@ -52,17 +63,19 @@ async def _list(client: Client) -> dict[str, dict[str, Any]]:
     }
 
 
-async def _from_stdio(upstream: UpstreamSettings) -> dict[str, dict[str, Any]]:
+async def _from_stdio(
+    upstream: UpstreamSettings, task_params: Params | None
+) -> dict[str, dict[str, Any]]:
     command = upstream.command or []
     with tempfile.TemporaryDirectory(prefix="tracecard-toolcheck-") as scratch:
         sandbox = Path(scratch)
         if upstream.fixture and Path(upstream.fixture).is_dir():
             shutil.copytree(upstream.fixture, sandbox, dirs_exist_ok=True)
         params = StdioServerParameters(
-            command=substitute(command[0], sandbox),
-            args=[substitute(a, sandbox) for a in command[1:]],
-            env={k: substitute(v, sandbox) for k, v in upstream.env.items()} or None,
-            cwd=substitute(upstream.cwd, sandbox) if upstream.cwd else None,
+            command=substitute(command[0], sandbox, task_params),
+            args=[substitute(a, sandbox, task_params) for a in command[1:]],
+            env={k: substitute(v, sandbox, task_params) for k, v in upstream.env.items()} or None,
+            cwd=substitute(upstream.cwd, sandbox, task_params) if upstream.cwd else None,
         )
         async with Client(params) as client:
             return await _list(client)
@@ -90,22 +103,31 @@ class ToolListCache:
         self._locks: dict[str, asyncio.Lock] = {}
 
     @staticmethod
-    def key(upstream: UpstreamSettings) -> str:
+    def key(upstream: UpstreamSettings, params: Params | None = None) -> str:
+        """The upstream's whole config and, for a per-task upstream, the task params it was
+        started with (another task's params may give other tools)."""
         config = upstream.model_dump_json().encode()
+        if params:
+            config += b"\0" + json.dumps(params, sort_keys=True).encode()
         return hashlib.sha256(config).hexdigest()
 
-    def fresh(self, upstream: UpstreamSettings) -> dict[str, dict[str, Any]] | None:
-        entry = self._entries.get(self.key(upstream))
+    def fresh(
+        self, upstream: UpstreamSettings, params: Params | None = None
+    ) -> dict[str, dict[str, Any]] | None:
+        entry = self._entries.get(self.key(upstream, params))
         if entry is None or self._clock() - entry[0] >= self.ttl_s:
             return None
         return entry[1]
 
     async def get(
-        self, upstream: UpstreamSettings, fetch: Callable[[], Awaitable[dict[str, dict[str, Any]]]]
+        self,
+        upstream: UpstreamSettings,
+        fetch: Callable[[], Awaitable[dict[str, dict[str, Any]]]],
+        params: Params | None = None,
     ) -> dict[str, dict[str, Any]]:
-        key = self.key(upstream)
+        key = self.key(upstream, params)
         async with self._locks.setdefault(key, asyncio.Lock()):
-            cached = self.fresh(upstream)
+            cached = self.fresh(upstream, params)
             if cached is not None:
                 return cached
             tools = await fetch()
@@ -113,22 +135,26 @@ class ToolListCache:
                 self._entries[key] = (self._clock(), tools)
             return tools
 
-    def forget(self, upstream: UpstreamSettings) -> None:
-        self._entries.pop(self.key(upstream), None)
+    def forget(self, upstream: UpstreamSettings, params: Params | None = None) -> None:
+        self._entries.pop(self.key(upstream, params), None)
 
 
-async def _fetch(upstream: UpstreamSettings) -> dict[str, dict[str, Any]]:
+async def _fetch(upstream: UpstreamSettings, params: Params | None) -> dict[str, dict[str, Any]]:
     async with asyncio.timeout(LIST_TIMEOUT_S):
         if upstream.command is not None:
-            return await _from_stdio(upstream)
+            return await _from_stdio(upstream, params)
         return await _from_http(upstream)
 
 
 async def list_upstream_tools(
-    settings: Settings, names: list[str], cache: ToolListCache | None = None
+    settings: Settings,
+    names: list[str],
+    cache: ToolListCache | None = None,
+    params: Mapping[str, Params] | None = None,
 ) -> ToolListings:
     """The tools of each named upstream (concurrently, each within `LIST_TIMEOUT_S`), from
-    `cache` when it holds a fresh answer."""
+    `cache` when it holds a fresh answer. `params`: the task params to start each per-task
+    upstream with."""
     found = ToolListings()
 
     async def one(name: str) -> None:
@@ -136,11 +162,14 @@ async def list_upstream_tools(
         if upstream.kind != "mcp":
             found.tools[name] = None
             return
+        given = (params or {}).get(name)
         try:
             if cache is None:
-                found.tools[name] = await _fetch(upstream)
+                found.tools[name] = await _fetch(upstream, given)
             else:
-                found.tools[name] = await cache.get(upstream, lambda: _fetch(upstream))
+                found.tools[name] = await cache.get(
+                    upstream, lambda: _fetch(upstream, given), given
+                )
         except Exception as exc:  # noqa: BLE001 - any failure: say so and carry on
             found.unreachable[name] = _reason(exc)
 
@@ -156,30 +185,127 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:300]
 
 
-async def check_suite_tools(
-    settings: Settings, suite: Suite, source: str = "", cache: ToolListCache | None = None
+def _param_names(upstream: UpstreamSettings) -> list[str]:
+    """The `{task.NAME}` parameters the upstream's command, env and cwd use."""
+    values = [*(upstream.command or []), *upstream.env.values(), upstream.cwd or ""]
+    return sorted({name for value in values for name in TASK_PARAM.findall(value)})
+
+
+def _param_sets(
+    suite: Suite, settings: Settings, per_task: list[str], names: list[str]
+) -> list[tuple[dict[str, Params], list[Task]]]:
+    """The suite's tasks grouped by the params each per-task upstream they use would be
+    started with (task order; a task that lacks a param keeps the gap: the start says so)."""
+    groups: dict[str, tuple[dict[str, Params], list[Task]]] = {}
+    for task in suite.tasks:
+        used = set(task.upstreams or names) | _probe_upstreams(
+            suite.model_copy(update={"tasks": [task]})
+        )
+        params = {
+            name: {
+                p: task.params[p]
+                for p in _param_names(settings.upstreams[name])
+                if p in task.params
+            }
+            for name in per_task
+            if name in used
+        }
+        key = json.dumps(params, sort_keys=True)
+        groups.setdefault(key, (params, []))[1].append(task)
+    return list(groups.values())
+
+
+async def _check_part(
+    settings: Settings,
+    suite: Suite,
+    names: list[str],
+    source: str,
+    cache: ToolListCache | None,
+    params: Mapping[str, Params],
 ) -> tuple[list[ToolFinding], ToolListings]:
-    """Findings for every tool the suite names, against the upstreams it uses. With `cache`, an
-    unknown tool is checked again against a fresh list before it is reported (the server may
-    have gained the tool since it was cached)."""
-    used = sorted({u for t in suite.tasks for u in t.upstreams} | _probe_upstreams(suite))
-    names = used or sorted(settings.upstreams)
     hidden = {n: settings.upstreams[n].verifier_tools for n in names if n in settings.upstreams}
     cached = {
         n
         for n in names
         if cache is not None
         and n in settings.upstreams
-        and cache.fresh(settings.upstreams[n]) is not None
+        and cache.fresh(settings.upstreams[n], params.get(n)) is not None
     }
-    listings = await list_upstream_tools(settings, names, cache)
+    listings = await list_upstream_tools(settings, names, cache, params)
     findings = check_tools(suite, listings.names(), source, listings.unreachable, hidden)
     if cache is not None and cached and any(f.level == "error" for f in findings):
         for name in cached:
-            cache.forget(settings.upstreams[name])
-        listings = await list_upstream_tools(settings, names, cache)
+            cache.forget(settings.upstreams[name], params.get(name))
+        listings = await list_upstream_tools(settings, names, cache, params)
         findings = check_tools(suite, listings.names(), source, listings.unreachable, hidden)
     return findings, listings
+
+
+async def check_suite_tools(
+    settings: Settings, suite: Suite, source: str = "", cache: ToolListCache | None = None
+) -> tuple[list[ToolFinding], ToolListings]:
+    """Findings for every tool the suite names, against the upstreams it uses. With `cache`, an
+    unknown tool is checked again against a fresh list before it is reported (the server may
+    have gained the tool since it was cached). Per-task upstreams: see the module docstring;
+    the listings returned are those of the first parameter set."""
+    used = sorted({u for t in suite.tasks for u in t.upstreams} | _probe_upstreams(suite))
+    names = used or sorted(settings.upstreams)
+    per_task = [n for n in names if n in settings.upstreams and _param_names(settings.upstreams[n])]
+    if not per_task:
+        return await _check_part(settings, suite, names, source, cache, {})
+    # one check's own cache: upstreams without params are started once for every set
+    cache = cache or ToolListCache(ttl_s=float("inf"))
+    sets = _param_sets(suite, settings, per_task, names)
+    checked, skipped = sets[:MAX_PARAM_SETS], sets[MAX_PARAM_SETS:]
+    parts = await asyncio.gather(
+        *(
+            _check_part(
+                settings,
+                suite.model_copy(update={"tasks": tasks}),
+                [n for n in names if n not in per_task or n in params],  # what these tasks use
+                source,
+                cache,
+                params,
+            )
+            for params, tasks in checked
+        )
+    )
+    findings: list[ToolFinding] = []
+    where = f"{source}: " if source else ""
+    for name in per_task:
+        using = [(p[name], tasks[0].id) for p, tasks in checked if name in p]
+        shown = "; ".join(f"task {task!r} ({_shown(given)})" for given, task in using)
+        findings.append(
+            ToolFinding(
+                "info",
+                f"{where}upstream {name!r} takes task params "
+                f"({', '.join(f'{{task.{p}}}' for p in _param_names(settings.upstreams[name]))}):"
+                f" its tools were listed once per distinct parameter set, with the params of "
+                f"{shown or 'no task'}",
+            )
+        )
+    if skipped:
+        tasks = [task for _, group in skipped for task in group]
+        rest = suite.model_copy(update={"tasks": tasks})
+        shared = [n for n in names if n not in per_task]
+        listings = await list_upstream_tools(settings, shared, cache)
+        ids = ", ".join(repr(t.id) for t in tasks[:5]) + (", ..." if len(tasks) > 5 else "")
+        for name in per_task:
+            listings.tools[name] = None
+            listings.unreachable[name] = (
+                f"a check starts it with at most {MAX_PARAM_SETS} distinct parameter sets; "
+                f"not with the params of the {len(tasks)} other task(s): {ids}"
+            )
+        hidden = {n: settings.upstreams[n].verifier_tools for n in names if n in settings.upstreams}
+        findings += check_tools(rest, listings.names(), source, listings.unreachable, hidden)
+    for part, _ in parts:
+        findings += part
+    unique = list({(f.level, f.message): f for f in findings}.values())
+    return unique, parts[0][1] if parts else ToolListings()
+
+
+def _shown(params: Params) -> str:
+    return ", ".join(f"{k} = {v!r}" for k, v in sorted(params.items())) or "none"
 
 
 def _probe_upstreams(suite: Suite) -> set[str]:
