@@ -155,9 +155,10 @@ def _demo(args: argparse.Namespace) -> int:
         served = stack.enter_context(embedded_server(settings, use_running=False))
         client = stack.enter_context(TracecardClient(served.base_url))
         suite = client.add_suite(_examples() / "helpdesk" / "suite.toml")
+        trials = f"{args.trials} trial" + ("" if args.trials == 1 else "s")
         console.print(
             f"tracecard demo: suite {suite['name']} ({len(suite['tasks'])} tasks), "
-            f"configurations {' and '.join(STYLES)} × {args.trials} trials, "
+            f"configurations {' and '.join(STYLES)} × {trials}, "
             f"server {served.base_url}, data in {folder}"
         )
         for style in STYLES:

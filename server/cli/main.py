@@ -32,8 +32,8 @@ def _serve(args: argparse.Namespace) -> int:
     from tracecard.server.serving import TracecardServer, server_options
 
     settings = settings_from_args(args, host=args.host, port=args.port, db=args.db)
+    sock = bind_socket(settings.host, settings.port)  # a taken port: nothing created yet
     check_database(settings.db)
-    sock = bind_socket(settings.host, settings.port)
     settings = settings.model_copy(update={"port": sock.getsockname()[1]})
     print(f"tracecard serving on {settings.base_url}  (viewer: {settings.base_url}/)", flush=True)
     print(f"  OTLP/HTTP traces endpoint: {settings.base_url}/v1/traces", flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from tracecard.scorers.registry import component_names
 from tracecard.server.api.evaluation import comparison_view, with_drift
 from tracecard.server.cli.common import (
     EXIT_FAILED,
+    EXIT_USAGE,
     UsageError,
     existing_store,
     print_json,
@@ -72,13 +74,14 @@ def _suite_check(args: argparse.Namespace) -> int:
         warn("--settings is deprecated: use --config PATH (the same flag as in every command)")
         if args.config is None:
             args.config = args.settings
-    failed = 0
+    failed = unreadable = 0
     for path in args.files:
         try:
             suite = load_suite(path)
         except SuiteError as exc:
             print(str(exc), file=sys.stderr)
             failed += 1
+            unreadable += not os.path.isfile(path)
             continue
         if not _tools_ok(args, suite, path):
             failed += 1
@@ -87,7 +90,8 @@ def _suite_check(args: argparse.Namespace) -> int:
             f"{path}: ok — suite {suite.name!r}, {len(suite.tasks)} task(s), "
             f"version {suite_version(suite)[:12]}"
         )
-    return 1 if failed else 0
+    # a checker's answer, like a linter's: 1 = a suite is wrong; 2 = a file to check is missing
+    return EXIT_USAGE if unreadable else 1 if failed else 0
 
 
 def _score(args: argparse.Namespace) -> int:

@@ -234,6 +234,20 @@ def test_5_read_only_commands_never_create_a_database(
     assert not (tmp_path / ".tracecard").exists()
 
 
+def test_5_serve_on_a_taken_port_creates_no_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "--port 0" in err
+    assert not (tmp_path / ".tracecard").exists()  # the port is checked before the database
+
+
 def test_5_no_experiment_names_the_database(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

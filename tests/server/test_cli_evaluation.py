@@ -56,6 +56,10 @@ def test_suite_check_reports_file_field_and_reason(
     assert main(["suite", "check", str(bad)]) == 1
     err = capsys.readouterr().err
     assert "bad.toml" in err and "tasks[0].invocation" in err and "regex" in err
+    # a wrong suite is the check's "no" (1); a file that is not there is bad input (2)
+    assert main(["suite", "check", str(good), str(tmp_path / "missing.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "missing.toml" in err
 
 
 async def test_score_export_gate_compare(
