@@ -4,8 +4,10 @@ One decision and one answer for every upstream kind that carries MCP: the HTTP p
 (`enforce_calls`, per POST, batches included) and the stdio bridge (`blocked`, per request,
 shared and `per_run` processes) both ask `decide` and end the span with `block_call`, so a
 blocked call gets the same JSON-RPC error, the same span attributes (`error.type = blocked`,
-`tracecard.blocked.rule`) and the same safety verdict, whichever way it came. Plain HTTP upstreams
-(`/http/...`) carry no tool calls: nothing there is blocked (docs/suites.md, `safety`).
+`tracecard.blocked.rule`) and the same safety verdict, whichever way it came. Plain HTTP
+upstreams (`/http/...`) ask `decide_call` with the name the scorers give such a call
+(`METHOD /path`) and its JSON body as sent, and answer a blocked request with HTTP 403
+(server/proxy/http.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,24 @@ from tracecard.traces import semconv
 Started = list[tuple[dict[str, Any], Any]]  # (message, its PendingCall) per request sent
 
 
+def decide_call(
+    runtime: Runtime,
+    run: RunInfo,
+    upstream: str,
+    tool: str,
+    arguments: dict[str, Any] | None,
+    annotations: dict[str, Any] | None,
+) -> Any:
+    """The enforce hook's decision on one call of `tool` (a `BlockDecision`), None to let it go."""
+    enforce = runtime.hooks.enforce
+    return None if enforce is None else enforce(run, upstream, tool, arguments, annotations)
+
+
+def blocked_text(decision: Any) -> str:
+    """What the agent is told of a blocked call (JSON-RPC error message or HTTP `detail`)."""
+    return f"blocked by tracecard rule {decision.rule_id}: {decision.message}"
+
+
 def decide(
     runtime: Runtime,
     run: RunInfo,
@@ -33,19 +53,17 @@ def decide(
     annotations: dict[str, Any] | None,
 ) -> Any:
     """The enforce hook's decision on one message (a `BlockDecision`), None to forward it."""
-    enforce = runtime.hooks.enforce
-    if enforce is None or message.get("method") != "tools/call":
+    if message.get("method") != "tools/call":
         return None
     found = message.get("params")
     params: dict[str, Any] = found if isinstance(found, dict) else {}
-    return enforce(
-        run, upstream, str(params.get("name")), params.get("arguments") or {}, annotations
-    )
+    tool, arguments = str(params.get("name")), params.get("arguments") or {}
+    return decide_call(runtime, run, upstream, tool, arguments, annotations)
 
 
 def block_call(recorder: Recorder, pending: PendingCall, decision: Any) -> dict[str, Any]:
     """End the span of a call enforce mode did not forward; the JSON-RPC error to answer with."""
-    text = f"blocked by tracecard rule {decision.rule_id}: {decision.message}"
+    text = blocked_text(decision)
     recorder.block(pending, str(decision.rule_id), text)
     return jsonrpc_error(pending.request_id, CODE_BLOCKED, text, rule=decision.rule_id)
 

@@ -10,6 +10,7 @@ import httpx
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tracecard.server.asgi import Receive, Scope, Send, read_body
+from tracecard.server.proxy.enforce import blocked_text, decide_call
 from tracecard.server.proxy.errors import ProxyError
 from tracecard.server.proxy.forward import (
     RequestHeaders,
@@ -56,6 +57,11 @@ async def handle_http(
     cap = state.recorder.redactor.cap
     deadline = asyncio.get_running_loop().time() + upstream.timeout_s  # head and body alike
     record = (state, run, upstream, headers, method, path, query, body, start_ns)
+    decision = _decide(state, run, upstream, method, path, body)
+    if decision is not None:  # enforce mode: the upstream never sees the request
+        text = blocked_text(decision)
+        _record(*record, error=semconv.ERR_BLOCKED, blocked=(str(decision.rule_id), text))
+        raise ProxyError(403, text, rule=decision.rule_id)
     try:
         response = await open_upstream(state.client, method, url, forward, body, upstream.timeout_s)
     except (*TIMEOUT_ERRORS, *STREAM_ERRORS) as exc:
@@ -74,6 +80,33 @@ async def handle_http(
         status = 504 if relayed.error == semconv.ERR_TIMEOUT else 502
         text = f"upstream {upstream.name!r} broke off its answer ({relayed.error})"
         raise ProxyError(status, text)
+
+
+def _decide(
+    state: ProxyState, run: RunInfo, upstream: Upstream, method: str, path: str, body: bytes
+) -> Any:
+    """Enforce mode on a plain HTTP call: named and read as the scorers read it (`METHOD /path`,
+    the JSON body's object, or `{"body": value}`), on the body as sent (before redaction)."""
+    if state.runtime.hooks.enforce is None:
+        return None
+    tool = _tool(method, path)
+    return decide_call(state.runtime, run, upstream.name, tool, _arguments(body), None)
+
+
+def _tool(method: str, path: str) -> str:
+    """A plain HTTP call's name, as the scorers give it (scorers/calls.py)."""
+    return f"{method.upper()} /{path}"
+
+
+def _arguments(body: bytes) -> dict[str, Any] | None:
+    """A plain HTTP call's arguments as the scorers read them: the JSON body's object, another
+    JSON value as `{"body": value}`, `{}` for no body, None for a body that is not JSON."""
+    if not body:
+        return {}
+    parsed, problem = parse_json(body)
+    if problem is not None:
+        return None
+    return parsed if isinstance(parsed, dict) else {"body": parsed}
 
 
 def _payload(
@@ -108,6 +141,7 @@ def _record(
     received: bytes = b"",
     size: int = 0,
     error: str | None = None,
+    blocked: tuple[str, str] | None = None,  # (rule, message): enforce mode refused the call
 ) -> None:
     redactor = state.recorder.redactor_for(upstream.name)
     attributes: dict[str, Any] = {
@@ -133,6 +167,10 @@ def _record(
             for n, v in headers.forward
         )
         attributes[semconv.REQUEST_BODY], truncated = _payload(redactor, body, len(body), form=form)
+        stored = str(attributes[semconv.REQUEST_BODY])
+        checked = state.recorder.safety_checked(run, _tool(method, path), _arguments(body), stored)
+        if checked is not None:
+            attributes[semconv.SAFETY_CHECKED] = checked
     status = Status(StatusCode.UNSET)
     if response is not None:
         attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = response.status_code
@@ -150,6 +188,9 @@ def _record(
     if error is not None:
         attributes[semconv.ERROR_TYPE] = error
         status = Status(StatusCode.ERROR, error)
+    if blocked is not None:
+        attributes[semconv.BLOCKED_RULE] = blocked[0]
+        status = Status(StatusCode.ERROR, blocked[1])
     if truncated:
         attributes[semconv.TRUNCATED] = True
     parent = traceparent_of({}, headers.trace_headers, run, attributes) or run.context

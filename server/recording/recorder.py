@@ -244,9 +244,10 @@ class Recorder:
                 attributes[semconv.GEN_AI_TOOL_NAME] = target
             arguments, truncated = redactor.text(params.get("arguments") or {})
             attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = arguments
-            checks = self.hooks.argument_checks if self.hooks is not None else None
-            if checks is not None and target is not None and "[redacted:" in arguments:
-                checked = checks(exchange.run, target, params.get("arguments"))
+            if target is not None:
+                checked = self.safety_checked(
+                    exchange.run, target, params.get("arguments"), arguments
+                )
                 if checked is not None:
                     attributes[semconv.SAFETY_CHECKED] = checked
         elif params is not None:
@@ -334,6 +335,14 @@ class Recorder:
             redactor=self.redactor_for(exchange.upstream),
         )
         self.finish(pending, message)
+
+    def safety_checked(self, run: RunInfo, tool: str, arguments: Any, stored: str) -> str | None:
+        """`tracecard.safety.checked` for a call whose stored arguments (`stored`) are redacted:
+        the task's argument-pattern rules on the arguments as sent (MCP and plain HTTP alike)."""
+        checks = self.hooks.argument_checks if self.hooks is not None else None
+        if checks is None or "[redacted:" not in stored:
+            return None
+        return checks(run, tool, arguments)
 
     def annotate(self, pending: PendingCall, annotations: Mapping[str, Any]) -> None:
         """The tool's annotations (from the upstream's tools/list) on a tools/call span."""
