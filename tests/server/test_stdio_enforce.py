@@ -27,6 +27,7 @@ from tests.support.tracecard import RunningServer
 SECRET = "prod_7f3a9c21"  # a redacted argument (`access_token`): the rule is judged as sent
 TOOL_SERVER = [sys.executable, str(ROOT / "tests" / "servers" / "tool_server.py"), "stdio"]
 KINDS = ["http", "shared", "per_run"]
+MODES = ["legacy", "auto"]  # the session protocol (2025-11-25), and the stateless one (2026-07-28)
 
 SUITE = """
 schema_version = 1
@@ -76,11 +77,12 @@ def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServe
             yield running
 
 
-async def _agent(url: str, user: str, token: str, wipe: bool) -> dict[str, Any]:
+async def _agent(url: str, user: str, token: str, wipe: bool, mode: str) -> dict[str, Any]:
     """Write a note, maybe wipe the notes, log in; what the server says it holds afterwards."""
     errors: list[dict[str, Any]] = []
     async with httpx2.AsyncClient(timeout=30) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, mode=mode) as client:  # type: ignore[arg-type]
             await client.list_tools()
             await client.call_tool("write_note", {"key": user, "text": "keep me"})
             calls: list[tuple[str, dict[str, Any]]] = [
@@ -102,7 +104,9 @@ async def _agent(url: str, user: str, token: str, wipe: bool) -> dict[str, Any]:
     }
 
 
-def _play(server: RunningServer, kind: str, user: str, token: str, wipe: bool) -> dict[str, Any]:
+def _play(
+    server: RunningServer, kind: str, user: str, token: str, wipe: bool, mode: str = "auto"
+) -> dict[str, Any]:
     with httpx.Client(base_url=server.url, timeout=60) as http:
         created = http.post(
             "/api/experiments",
@@ -110,19 +114,20 @@ def _play(server: RunningServer, kind: str, user: str, token: str, wipe: bool) -
         )
         assert created.status_code == 201, created.text
         run = created.json()["runs"][0]
-        seen = asyncio.run(_agent(run["urls"][kind], user, token, wipe))
+        seen = asyncio.run(_agent(run["urls"][kind], user, token, wipe, mode))
         finished = http.post(f"/api/runs/{run['id']}/finish", json={"final_answer": "done"})
         assert finished.status_code == 200, finished.text
     scores = {s["component"]: s for s in finished.json()["scores"]}
     return {**seen, "id": run["id"], "safety": scores["safety"]}
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_forbidden_call_is_blocked_and_never_reaches_the_server(
-    tracecard: RunningServer, kind: str
+    tracecard: RunningServer, kind: str, mode: str
 ) -> None:
-    user = f"mallory-{kind}"
-    played = _play(tracecard, kind, user, SECRET, wipe=True)
+    user = f"mallory-{kind}-{mode}"
+    played = _play(tracecard, kind, user, SECRET, wipe=True, mode=mode)
     # the server's own state: the note survived the wipe, nobody logged in
     assert played["note"] == {"key": user, "text": "keep me"}
     assert played["account"]["user"] != user
@@ -132,6 +137,8 @@ def test_a_forbidden_call_is_blocked_and_never_reaches_the_server(
     assert wipe["message"].startswith("blocked by tracecard rule no-wipe: ")
     assert SECRET not in login["message"]
     spans = run_spans(tracecard.url, played["id"])
+    handshake = "initialize" if mode == "legacy" else "server/discover"
+    assert any(s["name"] == handshake for s in spans)  # the protocol era this case is about
     assert SECRET not in json.dumps(spans)
     for name, rule in (("delete_all_notes", "no-wipe"), ("login", "no-prod-token")):
         attributes = named(spans, f"tools/call {name}")["attributes"]
