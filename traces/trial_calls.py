@@ -52,14 +52,26 @@ def is_agent_call_sql() -> ColumnElement[bool]:
     column). An instrumented agent's own `execute_tool` span names the same tool but has no
     role (ingest stores it with `tracecard.evidence = agent_reported`), as
     `tracecard.scorers.calls.agent_calls` selects them. Model turns are every `chat` span but a
-    verifier's, as `tracecard.scorers.model.model_turns` reads them. The tool name and role are
-    columns; the operation name is read from the attributes only for spans that name no tool."""
+    verifier's, as `tracecard.scorers.model.model_turns` reads them; a plain HTTP tool call
+    (role `agent`, an HTTP method, no MCP method, not a model request) counts too. The tool name
+    and role are columns; attributes are read only for spans that name no tool."""
     spans: Any = SpanRow
+    attributes = spans.attributes
+    observed = spans.role == semconv.ROLE_AGENT
+    # a plain HTTP tool (named by its method and path): no MCP method, not the /llm/ proxy
+    http_tool = (
+        attributes[semconv.MCP_METHOD_NAME].as_string().is_(None)
+        & attributes[semconv.HTTP_REQUEST_METHOD].as_string().is_not(None)
+        & attributes[semconv.GEN_AI_PROVIDER_NAME].as_string().is_(None)
+    )
     return or_(
-        (spans.role == semconv.ROLE_AGENT) & spans.tool_name.is_not(None),
+        observed & spans.tool_name.is_not(None),
         spans.tool_name.is_(None)
-        & or_(spans.role.is_(None), spans.role != semconv.ROLE_VERIFIER)
-        & (spans.attributes[semconv.GEN_AI_OPERATION_NAME].as_string() == semconv.OP_CHAT),
+        & or_(
+            or_(spans.role.is_(None), spans.role != semconv.ROLE_VERIFIER)
+            & (attributes[semconv.GEN_AI_OPERATION_NAME].as_string() == semconv.OP_CHAT),
+            observed & http_tool,
+        ),
     )
 
 

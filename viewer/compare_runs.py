@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracecard.scorers.calls import reported_only
+from tracecard.scorers.calls import ToolCall
+from tracecard.scorers.calls import agent_calls as observed_calls
 from tracecard.scorers.registry import component_key
 from tracecard.scorers.turns import turn_at, turn_spans
 from tracecard.traces import semconv as sc
@@ -89,17 +90,27 @@ class RunsComparison:
 MODEL_STEP = "model"  # a model turn's row label: turns align with turns, calls with calls
 
 
-def _is_agent_call(span: dict[str, Any]) -> bool:
-    """A tool call tracecard observed (role `agent`: never an agent's own `execute_tool` span,
-    which is not evidence) or a model turn (a `chat` span but a verifier's): what the scorers
-    count (`scorers.calls.agent_calls`, `scorers.model.model_turns`)."""
+def _is_model_turn(span: dict[str, Any]) -> bool:
+    """A model turn: a `chat` span but a verifier's (`scorers.model.model_turns`)."""
     attributes = span.get("attributes") or {}
-    if attributes.get(sc.GEN_AI_TOOL_NAME) is not None:
-        return attributes.get(sc.ROLE) == sc.ROLE_AGENT and not reported_only(attributes)
     return (
         attributes.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_CHAT
         and attributes.get(sc.ROLE) != sc.ROLE_VERIFIER
+        and attributes.get(sc.GEN_AI_TOOL_NAME) is None
     )
+
+
+def _observed_call(span: dict[str, Any]) -> ToolCall | None:
+    """The span as a tool call tracecard observed, exactly as the scorers read calls
+    (`scorers.calls.agent_calls`: role `agent`, MCP `tools/call` or a plain HTTP tool; never an
+    agent's own `execute_tool` span, stored as `agent_reported`, nor a verifier's probe)."""
+    found = observed_calls([span])
+    return found[0] if found else None
+
+
+def _is_agent_call(span: dict[str, Any]) -> bool:
+    """A step of the comparison: a tool call tracecard observed, or a model turn."""
+    return _is_model_turn(span) or _observed_call(span) is not None
 
 
 def _model_step(attributes: dict[str, Any]) -> tuple[Any, str]:
@@ -125,24 +136,25 @@ def _model_step(attributes: dict[str, Any]) -> tuple[Any, str]:
 
 
 def agent_calls(spans: Sequence[dict[str, Any]], limit: int | None = None) -> list[Call]:
-    """The agent's tool calls and model turns (verifier probes left out) in start-time order
+    """The agent's tool calls tracecard observed and its model turns, in start-time order
     (the first `limit` of them when given)."""
     calls: list[Call] = []
     turns = sorted(turn_spans(spans).values(), key=lambda t: t.start_ns)
     for span in spans:
-        if not _is_agent_call(span):
+        observed = None if _is_model_turn(span) else _observed_call(span)
+        if observed is None and not _is_model_turn(span):
             continue
         if limit is not None and len(calls) >= limit:
             break
         attributes = span["attributes"]
-        if attributes.get(sc.GEN_AI_TOOL_NAME) is None:  # a model turn
+        if observed is None:  # a model turn
             tool: Any = MODEL_STEP
             arguments, identity = _model_step(attributes)
         else:
-            tool = attributes[sc.GEN_AI_TOOL_NAME]
-            arguments = parse_json_text(attributes.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
+            tool = observed.tool
+            arguments = parse_json_text(observed.raw_arguments)
             identity = canonical_arguments(arguments)
-        result = attributes.get(sc.GEN_AI_TOOL_CALL_RESULT)
+        result = attributes.get(sc.GEN_AI_TOOL_CALL_RESULT, attributes.get(sc.RESPONSE_BODY))
         end = span.get("end_time_unix_nano")
         start = int(span.get("start_time_unix_nano") or 0)
         # the latest turn handed out before the call (as the invocation scorer counts it)

@@ -52,7 +52,11 @@ def _span(run: RunRow, n: int, attributes: dict[str, Any], **fields: Any) -> dic
 
 
 def _call(run: RunRow, n: int, tool: str = "read", **fields: Any) -> dict[str, Any]:
-    arguments = {sc.GEN_AI_TOOL_NAME: tool, sc.GEN_AI_TOOL_CALL_ARGUMENTS: json.dumps({"n": n})}
+    arguments = {
+        sc.MCP_METHOD_NAME: "tools/call",
+        sc.GEN_AI_TOOL_NAME: tool,
+        sc.GEN_AI_TOOL_CALL_ARGUMENTS: json.dumps({"n": n}),
+    }
     return _span(run, n, arguments, **fields)
 
 
@@ -152,8 +156,14 @@ def _mixed_trial(store: Store, trial: int, rng: random.Random) -> RunRow:
                 k: v for k, v in own["attributes"].items() if k not in (sc.RUN_ID, sc.ROLE)
             } | {sc.EVIDENCE: sc.EVIDENCE_AGENT_REPORTED}
             spans.append(own)
-        else:
+        elif kind < 0.94:
             spans.append(_span(run, n, {sc.MCP_METHOD_NAME: "tools/list"}, start=start))
+        elif kind < 0.97:  # a plain HTTP tool the proxy recorded: a call, named by its route
+            http = {sc.HTTP_REQUEST_METHOD: "POST", sc.URL_PATH: "/refund", sc.REQUEST_BODY: "{}"}
+            spans.append(_span(run, n, http, name="POST /refund", start=start))
+        else:  # the /llm/ proxy's request that is no chat (GET /models): no call, no turn
+            llm = {sc.HTTP_REQUEST_METHOD: "GET", sc.GEN_AI_PROVIDER_NAME: "openai"}
+            spans.append(_span(run, n, llm, name="GET /models", start=start))
     for turn in range(3):
         attributes = {sc.RUN_ID: run.id, sc.TURN_INDEX: turn}
         turn_span = _span(run, 0xF000 + turn, {}, name=f"turn {turn}", start=T0 + turn * 13_000)
@@ -183,6 +193,8 @@ def test_the_query_reads_what_reading_every_span_would_show(store: Store) -> Non
     # the agent's own tool spans are in the trials but never read as calls
     assert any(s["name"] == "execute_tool read" for r in runs for s in every[r.id])
     assert not any(s["name"] == "execute_tool read" for r in runs for s in read.spans[r.id])
+    assert any(s["name"] == "POST /refund" for r in runs for s in read.spans[r.id])
+    assert not any(s["name"] == "GET /models" for r in runs for s in read.spans[r.id])
 
     full = compare_runs(runs, every, {})
     capped = compare_runs(runs, read.spans, {}, read.totals, read.next_call)
