@@ -80,7 +80,9 @@ def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServe
 async def _agent(url: str, user: str, token: str, wipe: bool, mode: str) -> dict[str, Any]:
     """Write a note, maybe wipe the notes, log in; what the server says it holds afterwards."""
     errors: list[dict[str, Any]] = []
-    async with httpx2.AsyncClient(timeout=30) as http:
+    # a forger claims the verifier's role: it changes nothing, the call is still the agent's
+    claim = {"Tracecard-Role": "verifier"} if wipe else {}
+    async with httpx2.AsyncClient(timeout=30, headers=claim) as http:
         transport = streamable_http_client(url, http_client=http)
         async with Client(transport, mode=mode) as client:  # type: ignore[arg-type]
             await client.list_tools()
@@ -145,6 +147,7 @@ def test_a_forbidden_call_is_blocked_and_never_reaches_the_server(
         assert attributes["error.type"] == "blocked"
         assert attributes["tracecard.blocked.rule"] == rule
         assert attributes["tracecard.role"] == "agent"
+        assert attributes["tracecard.role.header"] == "verifier"
     # the tools' annotations, from the server's own tools/list, as on the HTTP proxy
     wiped = named(spans, "tools/call delete_all_notes")["attributes"]
     assert json.loads(wiped["tracecard.tool.annotations"])["destructiveHint"] is True
