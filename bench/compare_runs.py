@@ -88,6 +88,7 @@ def load(store: Store, trials: int, calls: int, rng: random.Random) -> list[list
                     "attributes": {
                         sc.RUN_ID: run_id,
                         sc.ROLE: sc.ROLE_AGENT,
+                        sc.MCP_METHOD_NAME: "tools/call",  # as the proxy records a call
                         sc.GEN_AI_TOOL_NAME: tool,
                         sc.GEN_AI_TOOL_CALL_ARGUMENTS: json.dumps(arguments),
                         sc.GEN_AI_TOOL_CALL_RESULT: json.dumps({"content": [{"text": "ok"}]}),
