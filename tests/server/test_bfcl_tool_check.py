@@ -121,3 +121,20 @@ def test_the_cache_keeps_one_list_per_parameter_set() -> None:
 
     asyncio.run(scenario())
     assert asked == ["a", "b"]
+
+
+def test_a_task_without_the_param_is_named_and_the_others_are_still_checked(
+    imported: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite, upstreams = imported
+    text = suite.read_text()
+    lacking = text.replace('[tasks.params]\nentry = "multi_turn_base_1"\n', "", 1)
+    assert lacking != text
+    broken = tmp_path / "lacking.toml"
+    broken.write_text(lacking.replace('tool = "mkdir"', 'tool = "mkdri"', 1))
+    capsys.readouterr()
+    assert main(["suite", "check", "--config", str(upstreams), str(broken)]) == 1
+    err = capsys.readouterr().err
+    assert "task 'multi_turn_base_1' (none)" in err  # started without it: the info says so
+    assert "uses {task.entry} but the run's task has no param 'entry'" in err
+    assert "unknown tool 'mkdri' on 'bfcl' (did you mean 'mkdir'?)" in err  # task 0 still
