@@ -142,3 +142,34 @@ def test_trace_outline_joins_agent_spans_by_trace_and_leaves_payloads_out(store:
     }
     call = next(s for s in outline if s["name"] == "tools/call issue_refund")
     assert call["attributes"] == {"gen_ai.tool.name": "issue_refund", "tracecard.role": "agent"}
+
+
+def test_trace_outline_carries_the_agent_reported_mark_only(store: Store) -> None:
+    """The waterfall's `agent-reported` chip: the outline reads `tracecard.evidence` of the
+    agent's own spans, and still no payload."""
+    night = build_night(store)
+    run = store.get_run(night.runs[("last-night", "refund-order", 0)])
+    assert run is not None
+    claim = {
+        "trace_id": run.trace_id,
+        "span_id": "c" * 16,
+        "parent_span_id": run.root_span_id,
+        "name": "execute_tool issue_refund",
+        "start_time_unix_nano": 1,
+        "end_time_unix_nano": 2,
+        "attributes": {
+            "gen_ai.tool.name": "issue_refund",
+            "gen_ai.tool.call.arguments": '{"order": 1}',
+            "tracecard.evidence": "agent_reported",
+        },
+        "resource": {"service.name": "my-agent"},
+    }
+    store.insert_spans([claim])
+    outline = {s["span_id"]: s for s in queries.trace_outline(store, run)}
+    assert outline["c" * 16]["attributes"] == {
+        "gen_ai.tool.name": "issue_refund",
+        "tracecard.evidence": "agent_reported",
+    }
+    assert not any(
+        "tracecard.evidence" in s["attributes"] for k, s in outline.items() if k != "c" * 16
+    )
