@@ -34,7 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tracecard.scorers import Suite, Task
 from tracecard.scorers.tool_check import ToolFinding, check_tools
-from tracecard.server.runs.sandbox import TASK_PARAM, substitute
+from tracecard.server.runs.sandbox import TASK_PARAM, file_probe_findings, substitute
 from tracecard.server.settings import Settings, UpstreamSettings
 
 __all__ = ["ToolListCache", "ToolListings", "check_suite_tools", "list_upstream_tools"]
@@ -248,6 +248,14 @@ async def check_suite_tools(
     unknown tool is checked again against a fresh list before it is reported (the server may
     have gained the tool since it was cached). Per-task upstreams: see the module docstring;
     the listings returned are those of the first parameter set."""
+    sandboxes = file_probe_findings(settings, suite, source)
+    findings, listings = await _check_suite_tools(settings, suite, source, cache)
+    return sandboxes + findings, listings
+
+
+async def _check_suite_tools(
+    settings: Settings, suite: Suite, source: str, cache: ToolListCache | None
+) -> tuple[list[ToolFinding], ToolListings]:
     used = sorted({u for t in suite.tasks for u in t.upstreams} | _probe_upstreams(suite))
     names = used or sorted(settings.upstreams)
     per_task = [n for n in names if n in settings.upstreams and _param_names(settings.upstreams[n])]

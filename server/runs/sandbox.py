@@ -15,6 +15,9 @@ import shutil
 from collections.abc import Collection
 from pathlib import Path
 
+from tracecard.scorers import Suite
+from tracecard.scorers.spec import FileProbe
+from tracecard.scorers.tool_check import ToolFinding
 from tracecard.server.settings import ConfigError, Settings
 
 log = logging.getLogger(__name__)
@@ -128,3 +131,38 @@ def needs_sandbox(command: list[str], env: dict[str, str], cwd: str | None) -> b
     """Whether `{sandbox}` appears in the command, the environment or the working directory."""
     values = [*command, *env.values(), cwd or ""]
     return any(PLACEHOLDER in v for v in values)
+
+
+def gives_runs_a_sandbox(settings: Settings, name: str) -> bool:
+    """Whether each run of upstream `name` gets a sandbox: a `per_run` stdio server with a
+    `fixture` or `{sandbox}` in its command, env or cwd (what `StdioPool` creates)."""
+    upstream = settings.upstreams.get(name)
+    if upstream is None or upstream.command is None or not upstream.per_run:
+        return False
+    return upstream.fixture is not None or needs_sandbox(
+        upstream.command, upstream.env, upstream.cwd
+    )
+
+
+def file_probe_findings(settings: Settings, suite: Suite, source: str = "") -> list[ToolFinding]:
+    """A file probe reads the run's sandbox: a task that has one but none of whose upstreams
+    gives runs a sandbox would be "not evaluated" on every run, so the check says so first."""
+    where = f"{source}: " if source else ""
+    findings: list[ToolFinding] = []
+    for index, task in enumerate(suite.tasks):
+        outcomes = [task.outcome, *(turn.outcome for turn in task.turns)]
+        probes = [p for o in outcomes if o is not None for p in o.probes]
+        files = [p for p in probes if isinstance(p, FileProbe)]
+        upstreams = task.upstreams or sorted(settings.upstreams)
+        if not files or any(gives_runs_a_sandbox(settings, u) for u in upstreams):
+            continue
+        findings.append(
+            ToolFinding(
+                "error",
+                f"{where}tasks[{index}] ({task.id!r}): file probe {files[0].id!r} reads the run's "
+                f"sandbox, but none of its upstreams ({', '.join(upstreams) or 'none'}) gives a "
+                "run one: make one a per_run stdio upstream with a `fixture` (or `{sandbox}` in "
+                "its command), or probe the state another way (a tool or http probe)",
+            )
+        )
+    return findings

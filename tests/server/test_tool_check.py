@@ -136,3 +136,56 @@ def test_suite_check_with_config(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["suite", "check", str(unreachable), "--config", str(config)]) == 0
     out = capsys.readouterr()
     assert "warning:" in out.err and "'gone' could not be asked" in out.err and "ok" in out.out
+
+
+FILE_PROBE = """
+schema_version = 1
+name = "files"
+
+[[tasks]]
+id = "saved"
+instruction = "save a note"
+upstreams = ["{upstream}"]
+
+[[tasks.outcome.probes]]
+id = "f"
+kind = "file"
+path = "notes.json"
+
+[[tasks.outcome.predicates]]
+probe = "f"
+op = "exists"
+"""
+
+
+def test_a_file_probe_needs_an_upstream_that_gives_runs_a_sandbox(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every run of such a task would be "not evaluated" (no sandbox to read): an error first."""
+    command = ", ".join(f'"{part}"' for part in TOOL_SERVER)
+    (tmp_path / "fixture").mkdir()
+    config = tmp_path / "tracecard.toml"
+    config.write_text(
+        f'db = "sqlite:///{tmp_path}/t.db"\n'
+        f"[upstreams.shared]\ncommand = [{command}]\n"
+        f'[upstreams.own]\ncommand = [{command}]\nper_run = true\nfixture = "fixture"\n'
+    )
+    for upstream, code in (("shared", 1), ("own", 0)):
+        suite = tmp_path / f"{upstream}.toml"
+        suite.write_text(FILE_PROBE.format(upstream=upstream))
+        assert main(["suite", "check", str(suite), "--config", str(config)]) == code, upstream
+        err = capsys.readouterr().err
+        reported = "file probe 'f' reads the run's sandbox, but none of its upstreams (shared)"
+        assert (reported in err) == (upstream == "shared"), err
+
+
+def test_experiment_creation_refuses_a_file_probe_without_a_sandbox(
+    tracecard: httpx.Client,
+) -> None:
+    toml = {"content-type": "application/toml"}
+    text = FILE_PROBE.format(upstream="stdio_notes").replace('"files"', '"files-api"')
+    assert tracecard.post("/api/suites", content=text, headers=toml).status_code == 201
+    body = {"suite": "files-api", "config": {"name": "x"}, "trials": 1}
+    refused = tracecard.post("/api/experiments", json=body)
+    assert refused.status_code == 422, refused.text
+    assert "file probe 'f' reads the run's sandbox" in refused.json()["detail"]
