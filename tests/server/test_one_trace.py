@@ -7,20 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from pydantic_ai import Agent
-from pydantic_ai.mcp import MCPToolset
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.models.instrumented import InstrumentationSettings
 
+from tests.support.instrumented import instrumented_run
 from tests.support.processes import mcp_tool_server
 from tests.support.proxy import new_run, run_spans, tracecard_for
 from tests.support.tracecard import RunningServer
@@ -31,24 +22,6 @@ def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServe
     with mcp_tool_server() as url:
         with tracecard_for({"tools": {"url": url}}, tmp_path_factory.mktemp("one-trace")) as s:
             yield s
-
-
-def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    if not any(isinstance(m, ModelResponse) for m in messages):
-        return ModelResponse(parts=[ToolCallPart("add", {"a": 2, "b": 40})])
-    return ModelResponse(parts=[TextPart("42")])
-
-
-async def _instrumented_run(server: RunningServer, run: dict[str, Any], names_run: bool) -> None:
-    # as `tracecard run` hands it over: OTEL_RESOURCE_ATTRIBUTES gets tracecard.run.id
-    resource = {"service.name": "agent", **({"tracecard.run.id": run["id"]} if names_run else {})}
-    provider = TracerProvider(resource=Resource.create(resource))
-    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{server.url}/v1/traces")))
-    agent = Agent(FunctionModel(respond), toolsets=[MCPToolset(run["urls"]["tools"])])
-    agent.instrument = InstrumentationSettings(tracer_provider=provider)
-    async with agent:
-        assert (await agent.run("add 2 and 40")).output == "42"
-    provider.shutdown()
 
 
 @pytest.mark.parametrize("names_run", [True, False], ids=["resource-names-run", "trace-only"])
@@ -66,7 +39,7 @@ async def test_one_trace_on_postgresql(pg_url: str, tmp_path: Path) -> None:
 
 async def _check_one_tree(tracecard: RunningServer, names_run: bool) -> None:
     run = new_run(tracecard.url, config={"name": "pydantic-ai"})
-    await _instrumented_run(tracecard, run, names_run)
+    await instrumented_run(tracecard.url, run, names_run)
     finished = httpx.post(f"{tracecard.url}/api/runs/{run['id']}/finish", json={}, timeout=60)
     assert finished.status_code == 200, finished.text
     spans = run_spans(tracecard.url, run["id"])

@@ -21,16 +21,8 @@ import httpx
 import orjson
 import pytest
 from litestar.testing import AsyncTestClient
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from pydantic_ai import Agent
-from pydantic_ai.mcp import MCPToolset
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.models.instrumented import InstrumentationSettings
 
+from tests.support.instrumented import instrumented_run
 from tests.support.processes import mcp_tool_server
 from tests.support.proxy import new_run, run_spans, settings_for, tracecard_for
 from tests.viewer.conftest import IN_PROCESS_URL
@@ -48,23 +40,6 @@ class Trials:
     spans: dict[str, list[dict[str, Any]]]
 
 
-def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    if not any(isinstance(m, ModelResponse) for m in messages):
-        return ModelResponse(parts=[ToolCallPart("add", {"a": 2, "b": 40})])
-    return ModelResponse(parts=[TextPart("42")])
-
-
-async def _instrumented_run(url: str, run: dict[str, Any], names_run: bool) -> None:
-    resource = {"service.name": "agent", **({"tracecard.run.id": run["id"]} if names_run else {})}
-    provider = TracerProvider(resource=Resource.create(resource))
-    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{url}/v1/traces")))
-    agent = Agent(FunctionModel(_respond), toolsets=[MCPToolset(run["urls"]["tools"])])
-    agent.instrument = InstrumentationSettings(tracer_provider=provider)
-    async with agent:
-        assert (await agent.run("add 2 and 40")).output == "42"
-    provider.shutdown()
-
-
 @pytest.fixture(scope="module")
 def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trials]:
     folder = tmp_path_factory.mktemp("observed")
@@ -72,7 +47,7 @@ def trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trials]:
         runs = []
         for names_run in (True, False):  # joined by its run id, and by trace id only
             run = new_run(server.url, config={"name": "pydantic-ai"})
-            asyncio.run(_instrumented_run(server.url, run, names_run))
+            asyncio.run(instrumented_run(server.url, run, names_run))
             finished = httpx.post(f"{server.url}/api/runs/{run['id']}/finish", json={}, timeout=60)
             assert finished.status_code == 200, finished.text
             runs.append(run)
