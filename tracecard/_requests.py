@@ -49,6 +49,7 @@ class RunHandle:
     instruction: str
     urls: dict[str, str]  # upstream name -> the proxy URL with this run in its path
     models: dict[str, str] = field(default_factory=dict)  # model upstreams: name -> API kind
+    traceparent: str | None = None  # W3C trace context of the run's root span
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ def _experiment(body: dict[str, Any]) -> ExperimentHandle:
             instruction=r.get("instruction", ""),
             urls=dict(r["urls"]),
             models=dict(r.get("models") or {}),
+            traceparent=r.get("traceparent"),
         )
         for r in body["runs"]
     ]

@@ -143,6 +143,9 @@ class ExperimentController(Controller):
                     "instruction": suite.task(run.task_id).instruction,
                     "urls": run_urls(runtime, run.id),
                     "models": model_kinds(runtime),
+                    # W3C trace context of the run's root span: an agent that continues it
+                    # (e.g. from TRACEPARENT, as `tracecard run` hands it) joins the run's trace
+                    "traceparent": f"00-{run.trace_id}-{run.root_span_id}-01",
                 }
                 for run in runs
             ],

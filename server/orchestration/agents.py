@@ -131,6 +131,9 @@ def agent_environment(
         p for p in (resource, f"tracecard.run.id={run.id}") if p
     )
     env.setdefault("OTEL_EXPORTER_OTLP_ENDPOINT", server_url)
+    if run.traceparent:  # the environment carrier of W3C trace context (OpenTelemetry's spec)
+        env["TRACEPARENT"] = run.traceparent
+        env.pop("TRACESTATE", None)  # a tracestate of another trace must not ride along
     return env
 
 

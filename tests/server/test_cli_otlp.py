@@ -66,3 +66,44 @@ def test_run_warns_when_otel_points_elsewhere(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:7800")
     warn_about_otel_endpoint("http://127.0.0.1:7800")
     assert capsys.readouterr().err == ""  # pointing at tracecard: nothing to say
+
+
+def test_an_agent_that_continues_traceparent_starts_under_the_runs_root(
+    settings: Settings,
+) -> None:
+    """The experiment's runs carry their root span's W3C context, `tracecard run` hands it over
+    as TRACEPARENT, and an agent that continues it needs no server-side regrouping."""
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    from tracecard.client import TracecardClient
+
+    suite = 'schema_version = 1\nname = "tp"\n[[tasks]]\nid = "t"\ninstruction = "hi"\n'
+    with running_tracecard(settings) as running, TracecardClient(running.url) as client:
+        client.add_suite_text(suite)
+        run = client.create_experiment("tp", {"name": "c"}, trials=2).runs[1]
+        env = agent_environment(
+            run,
+            server_url=running.url,
+            experiment_id="e",
+            config_name="c",
+            answer_file=Path("/tmp/a"),
+            base={"TRACESTATE": "vendor=of-another-trace"},
+        )
+        assert "TRACESTATE" not in env
+        provider = TracerProvider()
+        exporter = OTLPSpanExporter(endpoint=env["TRACECARD_OTLP_ENDPOINT"])
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        context = TraceContextTextMapPropagator().extract({"traceparent": env["TRACEPARENT"]})
+        with provider.get_tracer("agent").start_as_current_span("invoke_agent", context=context):
+            pass
+        provider.shutdown()
+        await_flush(running)
+        store = Store(settings.db)
+        row = store.get_run(run.id)
+        spans = {s["name"]: s for s in store.spans_for_run(run.id)}
+        store.dispose()
+    assert row is not None
+    assert env["TRACEPARENT"] == f"00-{row.trace_id}-{row.root_span_id}-01"
+    agent = spans["invoke_agent"]
+    assert agent["trace_id"] == row.trace_id and agent["parent_span_id"] == row.root_span_id
+    assert "tracecard.agent.trace_id" not in agent["attributes"]  # nothing had to be moved

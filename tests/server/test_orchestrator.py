@@ -154,6 +154,7 @@ def test_environment_contract() -> None:
     assert env["TRACECARD_API_TOKEN"] == "s3cret"
     assert env["OTEL_RESOURCE_ATTRIBUTES"] == "team=x,tracecard.run.id=r1"
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://h"
+    assert "TRACEPARENT" not in env  # a run handle without a trace context hands none over
 
 
 def test_every_fault_is_marked_with_its_reason_and_nothing_is_left_running(
