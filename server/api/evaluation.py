@@ -87,7 +87,7 @@ async def _check_tools(runtime: Any, suite_ref: str) -> list[str]:
     if errors:
         raise HTTPException(
             status_code=422,
-            detail="\n".join(errors) + "\nfix the tool names in the suite (no run was created)",
+            detail="\n".join(errors) + "\nfix the suite or the configuration (no run was created)",
         )
     return [f.message for f in findings if f.level == "warning"]
 

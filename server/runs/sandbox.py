@@ -154,6 +154,8 @@ def file_probe_findings(settings: Settings, suite: Suite, source: str = "") -> l
         probes = [p for o in outcomes if o is not None for p in o.probes]
         files = [p for p in probes if isinstance(p, FileProbe)]
         upstreams = task.upstreams or sorted(settings.upstreams)
+        if any(u not in settings.upstreams for u in upstreams):
+            continue  # an upstream this server does not configure is its own error
         if not files or any(gives_runs_a_sandbox(settings, u) for u in upstreams):
             continue
         findings.append(
