@@ -97,7 +97,9 @@ async def enforce_calls(
             refused[index] = tool
             continue
         annotations = state.tool_annotations(upstream, tool)
-        decision = decide(state.runtime, calls.exchange.run, upstream, message, annotations)
+        arguments = params.get("arguments") or {}
+        run = calls.exchange.run
+        decision = decide_call(state.runtime, run, upstream, tool, arguments, annotations)
         if decision is not None:
             verdicts[index] = decision
     if not verdicts and not refused:

@@ -168,7 +168,8 @@ def _record(
         )
         attributes[semconv.REQUEST_BODY], truncated = _payload(redactor, body, len(body), form=form)
         stored = str(attributes[semconv.REQUEST_BODY])
-        checked = state.recorder.safety_checked(run, _tool(method, path), _arguments(body), stored)
+        tool = _tool(method, path)
+        checked = state.recorder.safety_checked(run, tool, lambda: _arguments(body), stored)
         if checked is not None:
             attributes[semconv.SAFETY_CHECKED] = checked
     status = Status(StatusCode.UNSET)

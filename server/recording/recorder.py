@@ -8,7 +8,7 @@ redacts secrets and truncates large payloads before anything is handed to the SD
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -245,9 +245,8 @@ class Recorder:
             arguments, truncated = redactor.text(params.get("arguments") or {})
             attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = arguments
             if target is not None:
-                checked = self.safety_checked(
-                    exchange.run, target, params.get("arguments"), arguments
-                )
+                sent = params.get("arguments")
+                checked = self.safety_checked(exchange.run, target, lambda: sent, arguments)
                 if checked is not None:
                     attributes[semconv.SAFETY_CHECKED] = checked
         elif params is not None:
@@ -336,13 +335,16 @@ class Recorder:
         )
         self.finish(pending, message)
 
-    def safety_checked(self, run: RunInfo, tool: str, arguments: Any, stored: str) -> str | None:
+    def safety_checked(
+        self, run: RunInfo, tool: str, arguments: Callable[[], Any], stored: str
+    ) -> str | None:
         """`tracecard.safety.checked` for a call whose stored arguments (`stored`) are redacted:
-        the task's argument-pattern rules on the arguments as sent (MCP and plain HTTP alike)."""
+        the task's argument-pattern rules on the arguments as sent (MCP and plain HTTP alike).
+        `arguments` is asked for only then (a plain HTTP body is parsed only for such a call)."""
         checks = self.hooks.argument_checks if self.hooks is not None else None
         if checks is None or "[redacted:" not in stored:
             return None
-        return checks(run, tool, arguments)
+        return checks(run, tool, arguments())
 
     def annotate(self, pending: PendingCall, annotations: Mapping[str, Any]) -> None:
         """The tool's annotations (from the upstream's tools/list) on a tools/call span."""

@@ -57,10 +57,12 @@ class StdioCalls:
     async def process(self, upstream: str, exchange: Exchange) -> StdioProcess:
         return await self.pool.process_for(upstream, exchange)
 
-    def _start(self, message: dict[str, Any], exchange: Exchange) -> PendingCall:
-        """A request's span; a tools/call names its tool's annotations, as on the proxy."""
+    def _start(
+        self, message: dict[str, Any], exchange: Exchange, found: dict[str, Any] | None
+    ) -> PendingCall:
+        """A request's span; a tools/call names its tool's annotations (`found`), as on the
+        proxy."""
         pending = self.recorder.start(message, exchange)
-        found = tool_annotations.of_call(self.annotations, exchange.upstream, message)
         if found is not None:
             self.recorder.annotate(pending, found)
         return pending
@@ -80,14 +82,15 @@ class StdioCalls:
         found = tool_annotations.of_call(self.annotations, upstream, message)
         decision = enforce.decide(self.runtime, exchange.run, upstream, message, found)
         if decision is not None:  # before any process starts: nothing reaches the tool
-            return enforce.block_call(self.recorder, self._start(message, exchange), decision)
+            pending = self._start(message, exchange, found)
+            return enforce.block_call(self.recorder, pending, decision)
         try:
             process = await self.process(upstream, exchange)
         except UpstreamError as exc:
-            pending = self._start(message, exchange)
+            pending = self._start(message, exchange, found)
             self.recorder.fail(pending, exc.error_type, str(exc))
             return jsonrpc_error(message.get("id"), CODE_UPSTREAM, str(exc))
-        pending = self._start(message, exchange)
+        pending = self._start(message, exchange, found)
         visibility.mark_list(pending, hidden)
         try:
             reply = await process.call(
