@@ -86,7 +86,25 @@ class _Column:
 def _align_to_profile(
     profile: Sequence[_Column], sequence: Sequence[CallKey]
 ) -> list[tuple[int | None, int | None]]:
-    """Needleman-Wunsch of `sequence` against `profile`: pairs (profile column, sequence index)."""
+    """Needleman-Wunsch of `sequence` against `profile`: pairs (profile column, sequence index).
+
+    Among equally good alignments, the one whose gaps come latest: the table is filled over
+    both sequences reversed and traced back from their first calls, preferring a pair to a
+    gap, so a shared prefix (five trials that all start with the same call, or the same call
+    repeated) stays on shared rows and the gap opens where the sequences first differ."""
+    n, m = len(profile), len(sequence)
+    pairs = _align_reversed(profile[::-1], sequence[::-1])
+    return [
+        (None if i is None else n - 1 - i, None if j is None else m - 1 - j)
+        for i, j in pairs
+    ]
+
+
+def _align_reversed(
+    profile: Sequence[_Column], sequence: Sequence[CallKey]
+) -> list[tuple[int | None, int | None]]:
+    """Needleman-Wunsch of the reversed sequences; the traceback runs from their ends (the
+    original sequences' first calls), so the pairs come in the original order."""
     n, m = len(profile), len(sequence)
     score = [[j * GAP for j in range(m + 1)]]
     match = [column.scores(sequence) for column in profile]
@@ -115,7 +133,6 @@ def _align_to_profile(
         else:
             pairs.append((None, j - 1))
             j -= 1
-    pairs.reverse()
     return pairs
 
 

@@ -52,6 +52,29 @@ def test_five_trials_of_a_flaky_task() -> None:
     assert alignment.first_divergence == 0
 
 
+STATUS = ("get_status", '{"job":"J-1"}')
+ANSWER = ("post_answer", '{"text":"done"}')
+
+
+def test_identical_prefixes_align_with_no_gaps() -> None:
+    # five trials that all poll first: the shared calls stay on shared rows, the gap comes
+    # where the trials differ (after the third poll), not before the first
+    trials = [[STATUS] * 3 + [ANSWER]] * 4 + [[STATUS] * 2 + [ANSWER]]
+    alignment = align_calls(trials)
+    assert alignment.rows == [[0] * 5, [1] * 5, [2, 2, 2, 2, None], [3, 3, 3, 3, 2]]
+    assert alignment.first_divergence == 2
+
+
+def test_a_gap_is_placed_where_the_sequences_differ() -> None:
+    alignment = align_calls([[LOOKUP, LOOKUP, REFUND, REFUND], [LOOKUP, REFUND, REFUND]])
+    assert alignment.rows == [[0, 0], [1, None], [2, 1], [3, 2]]
+    assert alignment.first_divergence == 1
+    # the same at the end: the longer trial's extra calls come after the shared ones
+    alignment = align_calls([[LOOKUP, REFUND], [LOOKUP, REFUND, REFUND, REFUND]])
+    assert alignment.rows == [[0, 0], [1, 1], [None, 2], [None, 3]]
+    assert alignment.first_divergence == 2
+
+
 def test_no_trials_and_no_calls() -> None:
     assert align_calls([]).rows == []
     assert align_calls([[], []]).first_divergence is None
