@@ -13,7 +13,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import (
     BaseModel,
@@ -83,6 +83,29 @@ class UpstreamSettings(BaseModel):
         return self
 
 
+# The default secret key words (docs/proxy.md#redaction): "auth" is a word of `auth_token`,
+# `authToken`, `x-auth` and `oauth`, not of `author` or `authority`.
+DEFAULT_REDACT_KEYS: Final = (
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "api key",
+    "apikey",
+    "auth",
+    "authorization",
+    "authorisation",
+    "bearer",
+    "cookie",
+    "private key",
+    "privatekey",
+    "credential",
+)
+_KEY_ENTRY: Final = re.compile(r"[A-Za-z0-9 _.\-]*[A-Za-z0-9][A-Za-z0-9 _.\-]*")
+
+
 class RecordingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -96,32 +119,21 @@ class RecordingSettings(BaseModel):
             "api-key",  # Azure OpenAI's key header
         ]
     )
-    # Case-insensitive regexes searched in JSON keys, query and form field names: a match
-    # replaces the value by its keyed fingerprint `[redacted:…]` (see docs/proxy.md).
-    redact_keys: list[str] = Field(
-        default_factory=lambda: [
-            "token",
-            "secret",
-            "password",
-            "passwd",
-            "pwd",
-            "passphrase",
-            "api[-_]?key",
-            "auth",
-            "private[-_]?key",
-            "credential",
-        ]
-    )
+    # Secret key words: a JSON key, query/form field or OTLP attribute name is split into words
+    # (camelCase, snake_case, kebab-case, dots) and its value is replaced by the keyed
+    # fingerprint `[redacted:…]` when its words contain an entry (docs/proxy.md#redaction).
+    redact_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_REDACT_KEYS))
 
     @field_validator("redact_keys")
     @classmethod
-    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"redact_keys: {pattern!r} is not a valid regex: {exc}") from exc
-        return patterns
+    def _entries_are_words(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            if not _KEY_ENTRY.fullmatch(entry):
+                raise ValueError(
+                    f"redact_keys: {entry!r} is not a word or phrase (letters, digits, spaces,"
+                    " '_', '-' or '.'): keys are matched as words, e.g. 'api key'"
+                )
+        return entries
 
     inject_traceparent: bool = True  # add `traceparent` to params._meta where absent
     # model spans' content attributes (messages, system instructions, tool definitions): opt-in

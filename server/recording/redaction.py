@@ -1,8 +1,8 @@
 """What is redacted before storage, and how: one mechanism for every value tracecard stores.
 
-A value whose key matches one of `recording.redact_keys` (case-insensitive regexes searched in
-the key) is replaced by its keyed fingerprint `[redacted:<16 hex>]` (HMAC-SHA256 under the
-database's fingerprint key, see `tracecard.traces.secrets`): equal secrets give equal
+A value whose key is a secret's (`SecretKeys`: the key's words hold an entry of
+`recording.redact_keys`) is replaced by its keyed fingerprint `[redacted:<16 hex>]` (HMAC-SHA256
+under the database's fingerprint key, see `tracecard.traces.secrets`): equal secrets give equal
 fingerprints, so equality matchers still work, and nothing in a span reveals the value. The same
 rule applies at any depth of JSON arguments and results, inside JSON carried as text (MCP text
 content), to query strings and form bodies, to probe values and to ingested OTLP attributes.
@@ -21,12 +21,69 @@ import orjson
 from tracecard.server.settings import RecordingSettings
 from tracecard.traces.secrets import fingerprint
 
-__all__ = ["DEEP_MARKER", "MAX_DEPTH", "REDACTED", "Redactor", "clip_depth"]
+__all__ = [
+    "DEEP_MARKER",
+    "MAX_DEPTH",
+    "REDACTED",
+    "Redactor",
+    "SecretKeys",
+    "clip_depth",
+    "key_words",
+]
 
 REDACTED = "[REDACTED]"  # headers: no equality to keep
 # orjson reads 1,024 levels of nesting but writes only 254: deeper payloads are stored clipped.
 MAX_DEPTH: Final = 200
 DEEP_MARKER: Final = f"…[truncated by tracecard: nested deeper than {MAX_DEPTH} levels]"
+
+
+# camelCase humps (an acronym stays one word: `APIKey` is `api`, `key`), lower-case runs, digits;
+# anything else (`_`, `-`, `.`, spaces) separates words
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_CACHE_MAX: Final = 4096  # distinct keys remembered per redactor (keys come from payloads)
+
+
+def key_words(key: str) -> tuple[str, ...]:
+    """A key's words, lower-cased: `authToken` and `auth_token` are both (`auth`, `token`)."""
+    return tuple(word.lower() for word in _WORD.findall(key))
+
+
+class SecretKeys:
+    """Which keys hold secrets: the key's words contain an entry's words in a row.
+
+    A key word matches an entry word when it equals it, with or without a plural `s`; a key
+    word may also end with an entry's first word (`oauth` holds `auth`, `accesstoken` holds
+    `token`), never begin with it (`author` and `authority` are no `auth`). The answer is
+    cached per key: the hot path does one dict lookup per key it has seen before.
+    """
+
+    def __init__(self, entries: Iterable[str]) -> None:
+        self.entries = [words for words in (key_words(e) for e in entries) if words]
+        firsts = sorted({words[0] for words in self.entries})
+        pattern = "|".join(re.escape(first) for first in firsts) or r"(?!)"
+        # a cheap test before walking a payload: does any entry's first word occur at all
+        self.needle = re.compile(pattern, re.I)
+        self.needle_bytes = re.compile(pattern.encode(), re.I)
+        self._known: dict[str, bool] = {}
+
+    def __call__(self, key: str) -> bool:
+        known = self._known.get(key)
+        if known is None:
+            if len(self._known) >= _CACHE_MAX:
+                self._known.clear()
+            known = self._known[key] = self._match(key_words(key))
+        return known
+
+    def _match(self, words: tuple[str, ...]) -> bool:
+        for entry in self.entries:
+            first, rest = entry[0], entry[1:]
+            for i in range(len(words) - len(rest)):
+                if not (words[i].endswith(first) or words[i].endswith(first + "s")):
+                    continue
+                following = words[i + 1 : i + 1 + len(rest)]
+                if all(w in (e, e + "s") for w, e in zip(following, rest, strict=True)):
+                    return True
+        return False
 
 
 def clip_depth(node: Any, depth: int = 0) -> Any:
@@ -52,14 +109,13 @@ class Redactor:
     def __init__(
         self, settings: RecordingSettings, key: bytes | None = b"", *, values: bool = True
     ) -> None:
-        self.patterns = [p for p in settings.redact_keys if p]
-        self._key_re = re.compile("|".join(f"(?:{p})" for p in self.patterns) or r"(?!)", re.I)
-        # a cheap test on the encoded payload before walking it: does any pattern occur at all
-        self._needle = re.compile(self._key_re.pattern.encode(), re.I)
+        self.secret_keys = SecretKeys(settings.redact_keys)
+        self._needle = self.secret_keys.needle
+        self._needle_bytes = self.secret_keys.needle_bytes
         self.headers = frozenset(h.lower() for h in settings.redact_headers)
         self.cap = settings.payload_cap_bytes
         self.key = key
-        self.values = values and key is not None and bool(self.patterns)
+        self.values = values and key is not None and bool(self.secret_keys.entries)
         self._settings = settings
 
     def plain(self) -> Redactor:
@@ -68,7 +124,7 @@ class Redactor:
 
     def secret_key(self, name: str) -> bool:
         """True when a value under this key (or field name) is redacted."""
-        return self.values and self._key_re.search(name) is not None
+        return self.values and self.secret_keys(name)
 
     def mask(self, value: Any) -> str:
         """The stored form of a secret value."""
@@ -90,7 +146,7 @@ class Redactor:
         if isinstance(node, str):
             if secret:
                 return self.mask(node)
-            if node[:1] in ("{", "[") and self._key_re.search(node):  # JSON carried as text
+            if node[:1] in ("{", "[") and self._needle.search(node):  # JSON carried as text
                 try:
                     inner = orjson.loads(node)
                 except orjson.JSONDecodeError:
@@ -125,14 +181,14 @@ class Redactor:
         except orjson.JSONEncodeError:  # nested too deep for the encoder: store a clipped copy
             node, clipped = clip_depth(node), True
             encoded = orjson.dumps(node, default=str)
-        if self.values and self._needle.search(encoded):  # only then copy and redact
+        if self.values and self._needle_bytes.search(encoded):  # only then copy and redact
             encoded = orjson.dumps(self._walk(node), default=str)
         text, cut = self.cut(encoded)
         return text, cut or clipped
 
     def query(self, query: str) -> str:
         """A query string (or form body) with the values of secret fields fingerprinted."""
-        if not self.values or not query or not self._key_re.search(query):
+        if not self.values or not query or not self._needle.search(query):
             return query
         pairs = parse_qsl(query, keep_blank_values=True)
         if not any(self.secret_key(k) for k, _ in pairs):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.examples.helpers import HELPDESK
 from tests.support.processes import mcp_tool_server
 from tests.support.proxy import run_spans, tracecard_for
 from tests.support.tracecard import RunningServer, runtime_of
@@ -55,31 +57,45 @@ value = "{password}"
 """
 
 
-def test_key_patterns_are_case_insensitive_substrings_and_configurable() -> None:
+def test_secret_keys_are_matched_as_words_not_substrings() -> None:
+    """`auth` is a word of `authToken` and `x-auth`, not of `author`: the helpdesk's
+    `add_comment.author` must stay readable while every spelling of a credential is hidden."""
     redactor = Redactor(RecordingSettings(), KEY)
-    node = {
-        "auth_token": "a",
-        "api-key": "b",
-        "X-Auth-Token": "c",
-        "secret_key": "d",
-        "pwd": "e",
-        "passphrase": "f",
-        "apiKey": "g",
-        "user": "ann",
-        "max_tokens": 100,  # numbers are kept: counts are no secrets
-    }
+    secret = [
+        "oauth_token",
+        "Authorization",
+        "authToken",
+        "x-api-key",
+        "password_hint",  # a hint gives the password away: the `password` word decides
+        "auth_token",
+        "api-key",
+        "X-Auth-Token",
+        "x-auth",
+        "secret_key",
+        "pwd",
+        "passphrase",
+        "apiKey",
+        "APIKey",
+        "accesstoken",  # one lower-case word ending in `token`
+        "client.credentials",
+    ]
+    clear = ["author", "authority", "authors", "user", "tokenizer", "keyword", "secretary"]
+    node = {name: f"v-{name}" for name in secret + clear} | {"max_tokens": 100}
     out = redactor.value(node)
-    assert out["user"] == "ann" and out["max_tokens"] == 100
-    for name in ("auth_token", "api-key", "X-Auth-Token", "secret_key", "pwd", "passphrase"):
-        assert out[name] == fingerprint(KEY, node[name]), name
-    assert out["apiKey"] == fingerprint(KEY, "g")
-    custom = Redactor(RecordingSettings(redact_keys=["^pin$"]), KEY)
-    assert custom.value({"pin": "1234", "token": "t"}) == {
+    assert out["max_tokens"] == 100  # numbers are kept: counts are no secrets
+    assert [n for n in secret if out[n] != fingerprint(KEY, node[n])] == []
+    assert [n for n in clear if out[n] != node[n]] == []
+    text, _ = redactor.text({"comment": {"author": "u-101", "authToken": "t"}})
+    assert json.loads(text)["comment"] == {"author": "u-101", "authToken": fingerprint(KEY, "t")}
+    custom = Redactor(RecordingSettings(redact_keys=["pin", "session id"]), KEY)
+    assert custom.value({"pin": "1234", "pinned": "x", "sessionId": "s", "token": "t"}) == {
         "pin": fingerprint(KEY, "1234"),
+        "pinned": "x",
+        "sessionId": fingerprint(KEY, "s"),
         "token": "t",
     }
-    with pytest.raises(ValueError, match="redact_keys"):
-        RecordingSettings(redact_keys=["(unclosed"])
+    with pytest.raises(ValueError, match=r"redact_keys: 'api\[-_\]\?key' is not a word"):
+        RecordingSettings(redact_keys=["api[-_]?key"])  # the old regex form says what changed
 
 
 def test_fingerprints_keep_equality_and_need_the_key() -> None:
@@ -104,8 +120,14 @@ def test_query_form_and_json_in_text_are_redacted() -> None:
 @pytest.fixture(scope="module")
 def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     folder = tmp_path_factory.mktemp("redaction")
+    helpdesk = {
+        "command": [sys.executable, str(HELPDESK / "server.py"), "{sandbox}"],
+        "per_run": True,
+        "fixture": str(HELPDESK / "fixture"),
+    }
     with mcp_tool_server() as url:
         upstreams = {"tools": {"url": url}, "bench": {"url": url, "redact": False}}
+        upstreams["helpdesk"] = helpdesk
         with tracecard_for(upstreams, folder) as running:
             yield running
 
@@ -242,3 +264,63 @@ def test_the_viewer_shows_the_fingerprint_with_a_note(tracecard: RunningServer) 
     key = runtime_of(tracecard).fingerprint_key
     assert fingerprint(key, SECRET) in page.text and 'id="redaction-note"' in page.text
     assert SECRET not in page.text
+
+
+COMMENT_SUITE = """
+schema_version = 1
+name = "redaction-author"
+
+[[tasks]]
+id = "comment"
+instruction = "Comment on T-1003 as u-101."
+upstreams = ["helpdesk"]
+
+[[tasks.invocation.calls]]
+tool = "add_comment"
+arguments = { ticket_id = "T-1003", author = { regex = "^u-101$" } }
+
+[tasks.outcome]
+probes = [{ id = "state", kind = "file", path = "state.json" }]
+predicates = [
+  { probe = "state", path = "$.tickets['T-1003'].comments[0].author", op = "eq", value = "u-101" },
+]
+"""
+
+
+def test_the_helpdesk_comment_author_is_stored_in_clear_and_checkable(
+    tracecard: RunningServer,
+) -> None:
+    """`add_comment.author` is no secret: a suite checks it with a regex and an outcome
+    predicate, and an agent that comments as someone else fails both."""
+    with httpx.Client(base_url=tracecard.url, timeout=60) as http:
+        posted = http.post(
+            "/api/suites", content=COMMENT_SUITE, headers={"content-type": "application/toml"}
+        )
+        assert posted.status_code == 201, posted.text
+        created = http.post(
+            "/api/experiments",
+            json={"suite": "redaction-author", "config": {"name": "c"}, "trials": 2},
+        )
+        assert created.status_code == 201, created.text
+        runs = created.json()["runs"]
+
+        async def agent(url: str, author: str) -> None:
+            async with httpx2.AsyncClient(timeout=30) as client_http:
+                async with Client(streamable_http_client(url, http_client=client_http)) as client:
+                    arguments = {"ticket_id": "T-1003", "text": "VPN works", "author": author}
+                    result = await client.call_tool("add_comment", arguments)
+                    assert not result.is_error, result
+
+        scores = []
+        for run, author in zip(runs, ("u-101", "agent"), strict=True):
+            asyncio.run(agent(run["urls"]["helpdesk"], author))
+            finished = http.post(f"/api/runs/{run['id']}/finish", json={"final_answer": "ok"})
+            assert finished.status_code == 200, finished.text
+            scores.append({s["component"]: s for s in finished.json()["scores"]})
+    right, wrong = scores
+    assert right["invocation"]["value"] == 1.0 and right["outcome"]["passed"] is True
+    assert wrong["invocation"]["value"] == 0.0 and wrong["outcome"]["passed"] is False
+    spans = run_spans(tracecard.url, runs[0]["id"])
+    call = next(s for s in spans if s["name"] == "tools/call add_comment")
+    assert json.loads(call["attributes"]["gen_ai.tool.call.arguments"])["author"] == "u-101"
+    assert '"author":"u-101"' in call["attributes"]["gen_ai.tool.call.result"]
