@@ -110,6 +110,9 @@ LLM_TTFT_MS: Final = "tracecard.llm.time_to_first_token_ms"  # first output chun
 LLM_TOOL_CALLS: Final = "tracecard.llm.tool_calls"  # JSON text: [{id, name, arguments, complete}]
 LLM_STREAM_COMPLETE: Final = "tracecard.llm.stream.complete"  # bool: the stream's end event came
 LLM_ERROR_MESSAGE: Final = "tracecard.llm.error.message"  # the upstream's error text, if any
+# bool: the agent hung up before the answer ended (beside error.type, which names the upstream's
+# failure when there was one)
+LLM_CLIENT_DISCONNECTED: Final = "tracecard.llm.client_disconnected"
 
 # --- error.type values -------------------------------------------------------------------------
 ERR_TOOL: Final = "tool_error"
@@ -119,6 +122,7 @@ ERR_PROTOCOL: Final = "upstream_protocol_error"
 ERR_BLOCKED: Final = "blocked"
 ERR_VERIFIER_ONLY: Final = "verifier_only_tool"  # an agent called a verifier-only tool
 ERR_TOO_LARGE: Final = "response_too_large"  # an answer (or SSE event) past a size limit
+ERR_CLIENT_DISCONNECTED: Final = "client_disconnected"  # the agent hung up, the upstream was fine
 
 # --- evaluation events (scores written onto the run's root span) -------------------------------
 EVAL_EVENT_NAME: Final = "gen_ai.evaluation.result"

@@ -8,6 +8,7 @@ forwarded (and stored redacted); tracecard's token is never forwarded. docs/llm.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import httpx
@@ -144,15 +145,18 @@ async def _relay_stream(
     complete = True
     idle = upstream.timeout_s
     step = min(1.0, idle / 4)  # the deadline moves in steps: a reschedule per chunk costs CPU
+    unread = b""  # a chunk on its way to the agent, not yet read for the span
     try:
         async with asyncio.timeout(idle) as timer:
             moved = loop.time()
             async for chunk in response.aiter_raw():
+                unread = chunk
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 now = loop.time()
                 if now - moved >= step:
                     timer.reschedule(now + idle)
                     moved = now
+                unread = b""
                 for event in parser.feed(decoder.feed(chunk)):
                     reader.event(event.event, event.data)
         for event in parser.close():
@@ -174,8 +178,12 @@ async def _relay_stream(
         if not watcher.done() or watcher.cancelled() or task is None:
             raise
         task.uncancel()  # the agent went away: stop reading (the model stops generating)
-        exchange.error = "client_disconnected"
-        exchange.error_text = "the agent disconnected before the stream ended"
+        # what the upstream sent so far is read all the same: an error event the agent hung up
+        # on stays the span's error (docs/llm.md#errors)
+        with contextlib.suppress(SseEventTooLarge):
+            for event in [*parser.feed(decoder.feed(unread)), *parser.close()]:
+                reader.event(event.event, event.data)
+        exchange.client_disconnected = True
         complete = False
     finally:
         watcher.cancel()

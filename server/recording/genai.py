@@ -47,6 +47,7 @@ class ModelExchange:
     stream_output: ModelOutput | None = None  # what the SSE stream said
     error: str | None = None  # a transport error type (timeout, upstream_protocol_error...)
     error_text: str = ""
+    client_disconnected: bool = False  # the agent hung up before the stream ended
 
 
 def _json(recorder: Recorder, value: Any, attributes: dict[str, Any], key: str) -> bool:
@@ -149,6 +150,9 @@ def _output_attributes(
 
 
 def _status(exchange: ModelExchange, output: ModelOutput | None) -> tuple[str | None, Status]:
+    """`error.type` and status: the upstream's failure first (transport, HTTP status, an error
+    in the body or stream), whatever the agent did after it; the agent hanging up only when
+    the upstream had not failed (docs/llm.md#errors)."""
     if exchange.error is not None:
         return exchange.error, Status(StatusCode.ERROR, exchange.error_text or exchange.error)
     code = exchange.status_code
@@ -157,6 +161,9 @@ def _status(exchange: ModelExchange, output: ModelOutput | None) -> tuple[str | 
         return str(code), Status(StatusCode.ERROR, detail)
     if output is not None and output.error_message:
         return output.error_type or "model_error", Status(StatusCode.ERROR, output.error_message)
+    if exchange.client_disconnected:
+        message = "the agent disconnected before the stream ended"
+        return semconv.ERR_CLIENT_DISCONNECTED, Status(StatusCode.ERROR, message)
     if exchange.streamed and output is not None and not output.complete:
         return semconv.ERR_PROTOCOL, Status(StatusCode.ERROR, "the stream ended before its end")
     return None, Status(StatusCode.UNSET)
@@ -198,6 +205,8 @@ def record_model_call(recorder: Recorder, exchange: ModelExchange, end_ns: int) 
     error, status = _status(exchange, output)
     if error is not None:
         attributes[semconv.ERROR_TYPE] = error
+    if exchange.client_disconnected:
+        attributes[semconv.LLM_CLIENT_DISCONNECTED] = True
     if truncated:
         attributes[semconv.TRUNCATED] = True
     if exchange.api is not None:

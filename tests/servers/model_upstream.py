@@ -9,6 +9,10 @@ Scripts (the request's `model`):
 - `script-refusal`: a refusal;   `script-agent`: a tool call, then (given its result) an answer;
 - `script-429`, `script-500`: the provider's error body with that status;
 - `script-cut`: (stream) the connection dies in the middle of a tool call's arguments;
+- `script-stream-500`: (Chat Completions stream) half an answer, then llama-server's error event
+  (`{"error": {"code": 500, "type": "server_error", ...}}`) and the stream's end;
+  `script-stream-500-hold`: the same, but the stream stays open until the client hangs up;
+  `script-stream-hold`: half an answer, no error, open until the client hangs up;
 - `script-notjson`: a 200 whose body is HTML.
 """
 
@@ -64,6 +68,31 @@ async def _stream(send: Send, events: list[bytes], cut: bool = False) -> None:
     # cut: return with the body unended, so uvicorn drops the connection mid-stream
 
 
+# llama-server's answer to a tool call it cannot parse, mid-stream (its own shape, not OpenAI's)
+STREAM_ERROR = {
+    "code": 500,
+    "message": "Failed to parse input: does not match the expected peg-native format",
+    "type": "server_error",
+}
+
+
+async def _stream_error(
+    send: Send, receive: Any, raw: bytes, body: dict[str, Any], hold: bool, error: bool
+) -> None:
+    """Half a streamed answer, then an error event; `hold`: no end until the client is gone."""
+    events, _ = chat_events(raw, {**body, "model": "script-text"})
+    head = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+    await send({"type": "http.response.start", "status": 200, "headers": head})
+    failure = [b"data: " + orjson.dumps({"error": STREAM_ERROR}) + b"\n\n"] if error else []
+    for event in [*events[:2], *failure]:
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+    if hold:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        return
+    await send({"type": "http.response.body", "body": b""})
+
+
 # --- the app ------------------------------------------------------------------------------------
 
 _ERRORS = {
@@ -98,6 +127,10 @@ def make_app(upstream: ModelUpstream) -> Any:
             await _respond(send, 200, b"<html><body>gateway says hi</body></html>", b"text/html")
             return
         stream = body.get("stream") is True
+        if model in ("script-stream-500", "script-stream-500-hold", "script-stream-hold"):
+            hold, error = model.endswith("-hold"), "500" in model
+            await _stream_error(send, receive, raw, body, hold=hold, error=error)
+            return
         if path.endswith("/chat/completions"):
             if stream:
                 events, cut = chat_events(raw, body)
