@@ -7,7 +7,7 @@ from typing import Any
 
 from ._json import canonical_json
 from .calls import ToolCall, agent_calls
-from .model import model_turns
+from .model import ModelUsage, model_turns
 from .registry import scorer
 from .suite import Task
 from .types import ComponentScore, RunFacts, Span
@@ -15,7 +15,9 @@ from .types import ComponentScore, RunFacts, Span
 __all__ = ["call_identity", "score_efficiency"]
 
 NAME = "efficiency"
-VERSION = "2"  # 2: model turns, tokens and model latency (and their budgets)
+# 2: model turns, tokens and model latency (and their budgets); 3: failed model requests are
+# `model_errors`, not turns, and unreported usage is unknown (None), not 0
+VERSION = "3"
 
 
 def call_identity(call: ToolCall) -> str:
@@ -57,12 +59,11 @@ def score_efficiency(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
     parts["error_handling"] = 1.0 - (len(errors) - 0.5 * len(recovered)) / n if n else 1.0
     if spec.max_latency_ms is not None:
         parts["latency"] = min(1.0, spec.max_latency_ms / latency_ms) if latency_ms else 1.0
-    turns = model_turns(spans)
-    tokens = sum((t.input_tokens or 0) + (t.output_tokens or 0) for t in turns)
-    model_latency_ms = sum(t.latency_ms for t in turns)
+    usage = ModelUsage.of(model_turns(spans))
+    model_latency_ms = usage.latency_ms
     for key, budget, used in (
-        ("token_budget", spec.max_tokens, tokens),
-        ("model_turns", spec.max_model_turns, len(turns)),
+        ("token_budget", spec.max_tokens, usage.tokens),
+        ("model_turns", spec.max_model_turns, usage.turns),
         ("model_latency", spec.max_model_latency_ms, model_latency_ms),
     ):
         if budget is not None:
@@ -83,9 +84,11 @@ def score_efficiency(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
             for i in errors
         ],
         "latency_ms": round(latency_ms, 3),
-        "model_turns": len(turns),
-        "input_tokens": sum(t.input_tokens or 0 for t in turns),
-        "output_tokens": sum(t.output_tokens or 0 for t in turns),
+        "model_turns": usage.turns,  # answered requests; failed ones are `model_errors`
+        "model_errors": usage.errors,
+        "input_tokens": usage.input_tokens,  # None: no request reported usage (unknown, not 0)
+        "output_tokens": usage.output_tokens,
+        "usage_unknown": usage.usage_unknown,
         "model_latency_ms": round(model_latency_ms, 3),
         "parts": {k: round(v, 6) for k, v in parts.items()},
     }

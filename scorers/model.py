@@ -23,6 +23,7 @@ from .types import Span
 __all__ = [
     "CallLink",
     "ModelTurn",
+    "ModelUsage",
     "RequestedCall",
     "link_calls",
     "model_answer",
@@ -67,6 +68,12 @@ class ModelTurn:
     @property
     def latency_ms(self) -> float:
         return max(0, self.end_ns - self.start_ns) / 1e6
+
+    @property
+    def failed(self) -> bool:
+        """The request got no whole answer (its span has `error.type`): a model error, not a
+        model turn; its usage is unknown unless the upstream reported it."""
+        return self.error_type is not None
 
     def results_read(self) -> set[str]:
         """Tool-call ids whose results this request fed back to the model."""
@@ -162,6 +169,39 @@ def model_turns(spans: Iterable[Span]) -> list[ModelTurn]:
             )
         )
     return turns
+
+
+@dataclass(frozen=True)
+class ModelUsage:
+    """A run's model requests counted: answered turns apart from failed requests, and tokens
+    as reported (None when no request reported them: unknown, not 0)."""
+
+    turns: int  # requests answered
+    errors: int  # requests that failed (`ModelTurn.failed`)
+    input_tokens: int | None
+    output_tokens: int | None
+    usage_unknown: int  # requests (answered or failed) that reported no usage
+    latency_ms: float
+
+    @classmethod
+    def of(cls, turns: Sequence[ModelTurn]) -> ModelUsage:
+        inputs = [t.input_tokens for t in turns if t.input_tokens is not None]
+        outputs = [t.output_tokens for t in turns if t.output_tokens is not None]
+        return cls(
+            turns=sum(1 for t in turns if not t.failed),
+            errors=sum(1 for t in turns if t.failed),
+            input_tokens=sum(inputs) if inputs else None,
+            output_tokens=sum(outputs) if outputs else None,
+            usage_unknown=sum(
+                1 for t in turns if t.input_tokens is None and t.output_tokens is None
+            ),
+            latency_ms=sum(t.latency_ms for t in turns),
+        )
+
+    @property
+    def tokens(self) -> int:
+        """Input + output tokens as reported (the token budget's measure)."""
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
 
 
 def model_answer(turns: Sequence[ModelTurn]) -> tuple[str, str] | None:

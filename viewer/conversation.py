@@ -14,7 +14,7 @@ from typing import Any, Final
 import orjson
 
 from tracecard.scorers.calls import agent_calls
-from tracecard.scorers.model import ModelTurn, link_calls, model_turns
+from tracecard.scorers.model import ModelTurn, ModelUsage, link_calls, model_turns
 from tracecard.viewer.trace_view import SpanLine
 
 MAX_TEXT: Final = 4000  # characters of one transcript entry shown (the span detail has all)
@@ -41,11 +41,9 @@ class ModelView:
     requested_by: dict[str, str] = field(default_factory=dict)  # tool span -> model span
 
     @property
-    def tokens(self) -> tuple[int, int]:
-        return (
-            sum(t.input_tokens or 0 for t in self.turns),
-            sum(t.output_tokens or 0 for t in self.turns),
-        )
+    def usage(self) -> ModelUsage:
+        """Answered turns apart from failed requests; tokens None when none were reported."""
+        return ModelUsage.of(self.turns)
 
 
 def has_model_spans(outline: Sequence[dict[str, Any]]) -> bool:
@@ -135,8 +133,17 @@ def annotate_lines(lines: Sequence[SpanLine], view: ModelView) -> None:
     for line in lines:
         turn = by_id.get(line.span_id)
         if turn is not None:
-            tokens = f"{turn.input_tokens or 0}→{turn.output_tokens or 0} tok"
-            line.model_chip = tokens
+            line.model_chip = _chip(turn)
         requester = view.requested_by.get(line.span_id)
         if requester is not None:
             line.requested_by = requester
+
+
+def _chip(turn: ModelTurn) -> str:
+    """A model row's chip: its tokens as reported, or that the request failed."""
+    if turn.failed:
+        return f"failed: {turn.error_type}"
+    if turn.input_tokens is None and turn.output_tokens is None:
+        return "usage not reported"
+    given = ["?" if n is None else str(n) for n in (turn.input_tokens, turn.output_tokens)]
+    return f"{given[0]}→{given[1]} tok"

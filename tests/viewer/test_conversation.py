@@ -18,7 +18,7 @@ def test_transcript_adds_only_what_each_request_repeats_anew() -> None:
     assert rows[:2] == [("user", "text"), ("assistant", "tool_call")]
     assert rows[-2:] == [("tool", "tool_result"), ("assistant", "text")]
     assert view.transcript[1].label == "add (c1)" and view.transcript[-1].text == "It is 42."
-    assert view.tokens == (20, 10)
+    assert (view.usage.input_tokens, view.usage.output_tokens) == (20, 10)
 
 
 def test_a_repeated_history_is_not_shown_twice() -> None:
