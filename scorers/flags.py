@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Callable, Sequence
 
 from .calls import agent_calls
+from .environment import environment_flags
 from .model import link_calls, model_turns, tool_names, unexecuted_requests, unread_results
 from .registry import ScorerInfo, ScorerRegistry, default_registry
 from .suite import Task
@@ -90,5 +91,5 @@ def score_run(
     components = [info.fn(task, spans, facts) for info in scorers if not info.derived]
     base = list(components)
     components += [_derive(info, base, task) for info in scorers if info.derived]
-    flags = compute_flags(components) + model_flags(spans)
+    flags = compute_flags(components) + model_flags(spans) + environment_flags(spans)
     return RunScores(components=components, flags=flags)

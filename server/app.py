@@ -21,6 +21,7 @@ from tracecard.server.evaluation.feature import install as install_evaluation
 from tracecard.server.proxy import ProxyRouter, proxy_lifespan
 from tracecard.server.recording.ingest import ingest_traces, issue_wrap_credential
 from tracecard.server.recording.ingest import install as install_otlp_ingest
+from tracecard.server.replay import install as install_replay
 from tracecard.server.runtime import Runtime, open_runtime
 from tracecard.server.security import SecurityGuard
 from tracecard.server.settings import Settings
@@ -77,6 +78,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
             app.state.runtime = runtime
             install_evaluation(runtime)
             install_otlp_ingest(runtime)
+            install_replay(runtime)  # after evaluation: its finish report follows the probes
             await stack.enter_async_context(evaluation_lifespan(runtime))
             await stack.enter_async_context(proxy_lifespan(runtime))
             await stack.enter_async_context(stdio_lifespan(runtime))

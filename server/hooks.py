@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Event
 
     from tracecard.server.evaluation.hooks import BlockDecision
+    from tracecard.server.replay.environment import TrialEnvironment
     from tracecard.server.runs.registry import RunInfo
     from tracecard.server.runs.service import RunCreate
     from tracecard.server.runtime import Runtime
@@ -59,3 +60,5 @@ class Hooks:
     argument_checks: ArgumentChecks | None = None
     task_params: TaskParams | None = None
     task_fixture: TaskFixture | None = None
+    # Replay (server/replay) on the proxy's and the stdio bridge's hot path, memory only.
+    environment: TrialEnvironment | None = None

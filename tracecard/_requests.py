@@ -146,11 +146,13 @@ class _Requests:
 
     @staticmethod
     def create_experiment(
-        suite: str, config: dict[str, Any], trials: int
+        suite: str, config: dict[str, Any], trials: int, replay: dict[str, Any] | None = None
     ) -> _Call[ExperimentHandle]:
         if "name" not in config:
             raise ValueError("config needs a name, e.g. {'name': 'gpt-x-careful'}")
-        body = {"suite": suite, "config": config, "trials": trials}
+        body: dict[str, Any] = {"suite": suite, "config": config, "trials": trials}
+        if replay is not None:
+            body["replay"] = replay
         return _Call("POST", "/api/experiments", {"json": body}, lambda r: _experiment(_body(r)))
 
     @staticmethod

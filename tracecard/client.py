@@ -104,10 +104,17 @@ class TracecardClient(_Base):
         return self._do(_Requests.add_suite(suite))
 
     def create_experiment(
-        self, suite: str, config: dict[str, Any], trials: int = 1
+        self,
+        suite: str,
+        config: dict[str, Any],
+        trials: int = 1,
+        replay: dict[str, Any] | None = None,
     ) -> ExperimentHandle:
-        """One config on one suite (by name or version) with `trials` runs per task."""
-        return self._do(_Requests.create_experiment(suite, config, trials))
+        """One config on one suite (by name or version) with `trials` runs per task.
+
+        `replay`, e.g. `{"source": EXPERIMENT_ID, "on_miss": "live"}`: the upstreams' answers
+        come from that experiment's recorded runs (docs/replay.md)."""
+        return self._do(_Requests.create_experiment(suite, config, trials, replay))
 
     def list_experiments(self, suite: str | None = None) -> list[dict[str, Any]]:
         """Every stored experiment (of one suite, by name or version), newest first; the
@@ -208,10 +215,14 @@ class AsyncTracecardClient(_Base):
         return await self._do(_Requests.add_suite(suite))
 
     async def create_experiment(
-        self, suite: str, config: dict[str, Any], trials: int = 1
+        self,
+        suite: str,
+        config: dict[str, Any],
+        trials: int = 1,
+        replay: dict[str, Any] | None = None,
     ) -> ExperimentHandle:
         """See `TracecardClient.create_experiment`."""
-        return await self._do(_Requests.create_experiment(suite, config, trials))
+        return await self._do(_Requests.create_experiment(suite, config, trials, replay))
 
     async def list_experiments(self, suite: str | None = None) -> list[dict[str, Any]]:
         """See `TracecardClient.list_experiments`."""

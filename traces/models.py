@@ -150,6 +150,8 @@ class ExperimentRow(SQLModel, table=True):
     config_name: str
     config: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     trials: int
+    # replay source and fault plan (server/replay, server/faults); None: a live experiment
+    environment: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
     created_at: datetime = Field(default_factory=utcnow)
 
 

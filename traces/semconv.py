@@ -114,6 +114,16 @@ LLM_ERROR_MESSAGE: Final = "tracecard.llm.error.message"  # the upstream's error
 # failure when there was one)
 LLM_CLIENT_DISCONNECTED: Final = "tracecard.llm.client_disconnected"
 
+# replay and faults (docs/replay.md): how a call's answer was made
+REPLAY: Final = "tracecard.replay"  # REPLAY_RECORDED | REPLAY_LIVE | REPLAY_MISS
+REPLAY_RECORDED: Final = "recorded"  # answered from the source run's recording
+REPLAY_LIVE: Final = "live"  # not recorded, forwarded live (on_miss = "live")
+REPLAY_MISS: Final = "miss"  # not recorded, answered with an error (on_miss = "error")
+REPLAY_SOURCE_SPAN: Final = "tracecard.replay.source_span_id"  # the recorded span replayed
+REPLAY_CLOSEST: Final = "tracecard.replay.closest"  # on a miss: the nearest recorded request
+FAULT_KIND: Final = "tracecard.fault.kind"  # an injected fault's kind (latency_ms, timeout...)
+FAULT_RULE: Final = "tracecard.fault.rule"  # the fault plan's rule id that injected it
+
 # --- error.type values -------------------------------------------------------------------------
 ERR_TOOL: Final = "tool_error"
 ERR_TIMEOUT: Final = "timeout"
@@ -123,6 +133,7 @@ ERR_BLOCKED: Final = "blocked"
 ERR_VERIFIER_ONLY: Final = "verifier_only_tool"  # an agent called a verifier-only tool
 ERR_TOO_LARGE: Final = "response_too_large"  # an answer (or SSE event) past a size limit
 ERR_CLIENT_DISCONNECTED: Final = "client_disconnected"  # the agent hung up, the upstream was fine
+ERR_REPLAY_MISS: Final = "replay_miss"  # replay had no recorded answer (on_miss = "error")
 
 # --- evaluation events (scores written onto the run's root span) -------------------------------
 EVAL_EVENT_NAME: Final = "gen_ai.evaluation.result"

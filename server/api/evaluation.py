@@ -28,6 +28,7 @@ from tracecard.server.evaluation.service import (
 )
 from tracecard.server.evaluation.tool_lists import check_suite_tools
 from tracecard.server.evaluation.turns import next_turn
+from tracecard.server.replay import ReplayPlan, check_replay, start_replay
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunError, get_run, model_kinds, run_urls, run_view
 from tracecard.traces.models import ExperimentRow
@@ -43,6 +44,8 @@ class ExperimentCreate(BaseModel):
     suite: str
     config: dict[str, Any] = Field(default_factory=lambda: {"name": "default"})
     trials: int = 1
+    # take the upstreams' answers from a source experiment's recording (docs/replay.md)
+    replay: ReplayPlan | None = None
 
 
 class VerdictCreate(BaseModel):
@@ -65,6 +68,7 @@ def experiment_summary(row: ExperimentRow) -> dict[str, Any]:
         "suite_version": row.suite_version,
         "config": {"name": row.config_name, **row.config},
         "trials": row.trials,
+        "environment": row.environment,
         "created_at": row.created_at.isoformat(),
     }
 
@@ -118,11 +122,20 @@ class ExperimentController(Controller):
     async def create(self, state: State, data: ExperimentCreate) -> dict[str, Any]:
         runtime = runtime_of(state)
         warnings = await _check_tools(runtime, data.suite)  # before any run exists
+        replay = None
+        if data.replay is not None:  # checked against its source before any run exists
+            _suite, found = await _thread(find_suite, runtime.store, data.suite)
+            replay = await service_call(
+                check_replay(runtime, data.replay, found.version, data.trials)
+            )
+        environment = None if replay is None else {"replay": replay.plan.stored()}
         experiment, runs = await _thread(
             lambda: create_experiment(
-                runtime.store, runtime.settings, data.suite, data.config, data.trials
+                runtime.store, runtime.settings, data.suite, data.config, data.trials, environment
             )
         )
+        if replay is not None:  # each run's index, built now: serving never reads the database
+            await start_replay(runtime, replay, runs)
         cache = tasks_of(runtime)
         suite, _ = await _thread(find_suite, runtime.store, experiment.suite_version)
         for run in runs:
@@ -134,6 +147,7 @@ class ExperimentController(Controller):
             "suite_version": experiment.suite_version,
             "config": {"name": experiment.config_name, **experiment.config},
             "trials": experiment.trials,
+            "environment": experiment.environment,
             "warnings": warnings,
             "runs": [
                 {
@@ -174,6 +188,7 @@ class ExperimentController(Controller):
             "suite_version": experiment.suite_version,
             "config": {"name": experiment.config_name, **experiment.config},
             "trials": experiment.trials,
+            "environment": experiment.environment,
             "runs": [run_view(runtime, r) for r in runs],
         }
 

@@ -27,6 +27,7 @@ from tracecard.server.cli.common import (
     settings_from_args,
     warn,
 )
+from tracecard.server.cli.environment import add_replay_arguments, replay_body
 from tracecard.server.orchestration.agents import AgentRunner, CommandAgent
 from tracecard.server.orchestration.embedded import embedded_server
 from tracecard.server.orchestration.orchestrator import Orchestrator, RunOutcome
@@ -259,7 +260,9 @@ def _run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise RunError(f"{args.suite}: {exc}") from exc
         try:
-            experiment = client.create_experiment(suite["version"], _config(args), args.trials)
+            experiment = client.create_experiment(
+                suite["version"], _config(args), args.trials, replay_body(args)
+            )
         except TracecardError as exc:  # 422: the server's reason says what to change
             raise RunError(
                 f"{args.suite}: {exc.detail if exc.status_code == 422 else exc}"
@@ -376,4 +379,5 @@ def register(sub: Any) -> None:
     run.add_argument(
         "--json", action="store_true", help="print the experiment id, statuses and means as JSON"
     )
+    add_replay_arguments(run)
     run.set_defaults(handler=_run)

@@ -98,7 +98,12 @@ def _check_upstreams(suite: Suite, settings: Settings, tasks: Sequence[Task]) ->
 
 
 def create_experiment(
-    store: Store, settings: Settings, suite_ref: str, config: dict[str, Any], trials: int
+    store: Store,
+    settings: Settings,
+    suite_ref: str,
+    config: dict[str, Any],
+    trials: int,
+    environment: dict[str, Any] | None = None,  # replay source, fault plan (stored as given)
 ) -> tuple[ExperimentRow, list[RunRow]]:
     """One config on one suite with `trials` runs per task, stored in one transaction."""
     if not 1 <= trials <= 1000:
@@ -121,6 +126,7 @@ def create_experiment(
         config_name=str(config.get("name") or "default"),
         config={k: v for k, v in config.items() if k != "name"},
         trials=trials,
+        environment=environment,
     )
     runs = [
         new_run_row(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -62,11 +64,21 @@ async def handle_http(
         text = blocked_text(decision)
         _record(*record, error=semconv.ERR_BLOCKED, blocked=(str(decision.rule_id), text))
         raise ProxyError(403, text, rule=decision.rule_id)
+    extra: dict[str, Any] = {}
+    environment = state.runtime.hooks.environment  # replay: a recorded answer, or a miss
+    if environment is not None:
+        request = (method, path, query, body)
+        answer = environment.http(run.id, state.recorder, upstream.name, headers.role, request)
+        if answer is not None and answer.status:
+            await _replayed(send, functools.partial(_record, *record), answer)
+            return
+        extra = answer.attributes if answer is not None else extra
     try:
         response = await open_upstream(state.client, method, url, forward, body, upstream.timeout_s)
     except (*TIMEOUT_ERRORS, *STREAM_ERRORS) as exc:
         timed_out = isinstance(exc, TIMEOUT_ERRORS)
-        _record(*record, error=semconv.ERR_TIMEOUT if timed_out else semconv.ERR_UNAVAILABLE)
+        error = semconv.ERR_TIMEOUT if timed_out else semconv.ERR_UNAVAILABLE
+        _record(*record, error=error, extra=extra)
         if timed_out:
             text = f"upstream {upstream.name!r} did not answer within {upstream.timeout_s}s"
             raise ProxyError(504, text) from None
@@ -75,11 +87,21 @@ async def handle_http(
     relayed = await relay_body(response, send, deadline, cap + 1)
     if relayed.whole:
         await send_whole(send, response, relayed.kept)
-    _record(*record, response, relayed.kept, relayed.size, error=relayed.error)
+    _record(*record, response, relayed.kept, relayed.size, error=relayed.error, extra=extra)
     if relayed.error is not None and not relayed.head_sent:
         status = 504 if relayed.error == semconv.ERR_TIMEOUT else 502
         text = f"upstream {upstream.name!r} broke off its answer ({relayed.error})"
         raise ProxyError(status, text)
+
+
+async def _replayed(send: Send, record: Callable[..., None], answer: Any) -> None:
+    """Send a recorded answer and record its span; a miss is the proxy's error (599)."""
+    if answer.error is not None:
+        record(error=semconv.ERR_REPLAY_MISS, extra=answer.attributes)
+        raise ProxyError(answer.status, answer.error, reason=semconv.ERR_REPLAY_MISS)
+    response = httpx.Response(answer.status, headers=answer.headers)
+    await send_whole(send, response, answer.body)
+    record(response, answer.body, len(answer.body), extra=answer.attributes)
 
 
 def _decide(
@@ -142,6 +164,7 @@ def _record(
     size: int = 0,
     error: str | None = None,
     blocked: tuple[str, str] | None = None,  # (rule, message): enforce mode refused the call
+    extra: dict[str, Any] | None = None,  # replay's attributes (tracecard.replay...)
 ) -> None:
     redactor = state.recorder.redactor_for(upstream.name)
     attributes: dict[str, Any] = {
@@ -194,6 +217,8 @@ def _record(
         status = Status(StatusCode.ERROR, blocked[1])
     if truncated:
         attributes[semconv.TRUNCATED] = True
+    if extra:
+        attributes.update(extra)
     parent = traceparent_of({}, headers.trace_headers, run, attributes) or run.context
     span = state.recorder.tracer.start_span(
         f"{method} /{path}",

@@ -134,6 +134,11 @@ async def _post(
         started = _start_spans(state, calls, messages, start_ns)
         if await enforce_calls(state, calls, send, started, headers, isinstance(parsed, list)):
             return
+        environment = state.runtime.hooks.environment  # replay: answered from a recording
+        if environment is not None and await environment.mcp_post(
+            state, calls, send, started, headers, isinstance(parsed, list)
+        ):
+            return
         if state.runtime.settings.recording.inject_traceparent and _inject(calls, started):
             with contextlib.suppress(orjson.JSONEncodeError):  # too deep to re-encode: as sent
                 body = orjson.dumps(parsed)
@@ -357,6 +362,9 @@ async def _other(
     body: bytes,
 ) -> None:
     """GET (the server's SSE stream), DELETE (end of session) and anything else, unchanged."""
+    environment = state.runtime.hooks.environment
+    if environment is not None and await environment.mcp_other(run.id, upstream.name, method, send):
+        return
     try:
         response = await _open(state, method, upstream, scope, headers, body)
     except TIMEOUT_ERRORS as exc:

@@ -10,7 +10,7 @@ upstream's own `tools/list` answers, as on the proxy, for the spans and the enfo
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from tracecard.server.asgi import CODE_UPSTREAM, jsonrpc_error
 from tracecard.server.proxy import enforce, tool_annotations, visibility
@@ -55,6 +55,11 @@ class StdioCalls:
         )
 
     async def process(self, upstream: str, exchange: Exchange) -> StdioProcess:
+        environment = self.runtime.hooks.environment  # replay: a stand-in, no process started
+        if environment is not None:
+            stand_in = await environment.stdio_process(upstream, exchange, self.recorder, self.pool)
+            if stand_in is not None:
+                return cast(StdioProcess, stand_in)
         return await self.pool.process_for(upstream, exchange)
 
     def _start(

@@ -1,0 +1,55 @@
+"""`tracecard run`'s replay flags (docs/replay.md): `--replay-from EXP` and how to match."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_replay_arguments(run: Any) -> None:
+    """Add `--replay-from`, `--replay`, `--replay-trial`, `--replay-match`, `--on-miss`."""
+    group = run.add_argument_group("replay (docs/replay.md)")
+    group.add_argument(
+        "--replay-from",
+        metavar="EXPERIMENT",
+        help="answer the upstreams from this experiment's recorded runs (same suite version)",
+    )
+    group.add_argument(
+        "--replay",
+        choices=("tools", "model", "all"),
+        default="tools",
+        help="what is replayed (default tools; this version replays tool answers only)",
+    )
+    group.add_argument(
+        "--replay-trial",
+        type=int,
+        metavar="N",
+        help="replay source trial N for every trial (default: the same trial)",
+    )
+    group.add_argument(
+        "--replay-match",
+        choices=("exact", "sequence", "ignore-args"),
+        default="exact",
+        help="how a request finds its recorded answer (default exact)",
+    )
+    group.add_argument(
+        "--on-miss",
+        choices=("error", "live"),
+        default="error",
+        help="a request with no recorded answer: an error (default) or forwarded live",
+    )
+
+
+def replay_body(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The `replay` of `POST /api/experiments`, or None without `--replay-from`."""
+    if not args.replay_from:
+        return None
+    body: dict[str, Any] = {
+        "source": args.replay_from,
+        "mode": args.replay,
+        "match": args.replay_match,
+        "on_miss": args.on_miss,
+    }
+    if args.replay_trial is not None:
+        body["trial"] = args.replay_trial
+    return body

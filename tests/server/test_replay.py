@@ -1,0 +1,161 @@
+"""Replay (docs/replay.md): a pydantic-ai agent runs live against the helpdesk MCP server and a
+plain HTTP tool, then again with `replay` from that experiment: the servers receive nothing,
+every span is marked recorded, every score is the source's. A perturbed agent is flagged
+`replay_diverged` (the call named), and with `on_miss = "live"` completes live."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.replay_world import SUITE, Counting, helpdesk_http, kb_http, run_agent
+from tests.support.tracecard import RunningServer, running_tracecard
+from tracecard.client import AsyncTracecardClient, TracecardClient, TracecardError
+from tracecard.server.settings import Settings
+
+
+class World:
+    def __init__(self, server: RunningServer, helpdesk: Counting, kb: Counting) -> None:
+        self.server, self.helpdesk, self.kb = server, helpdesk, kb
+        self.suite = ""
+        self.source = ""
+
+    def requests(self) -> int:
+        return self.helpdesk.requests + self.kb.requests
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    folder = tmp_path_factory.mktemp("replay")
+    with helpdesk_http(folder / "state") as (helpdesk_url, helpdesk):
+        with kb_http() as (kb_url, kb):
+            settings = Settings.model_validate(
+                {
+                    "db": f"sqlite:///{folder / 'tracecard.db'}",
+                    "sandbox_root": str(folder / "sandboxes"),
+                    "upstreams": {
+                        "helpdesk": {"url": helpdesk_url},
+                        "kb": {"url": kb_url, "kind": "http"},
+                    },
+                    "recording": {"batch_delay_ms": 20},
+                }
+            )
+            with running_tracecard(settings) as server:
+                yield World(server, helpdesk, kb)
+
+
+async def _run_all(
+    world: World, replay: dict[str, Any] | None, trials: int, query: str = "dana"
+) -> tuple[str, dict[str, dict[str, Any]]]:
+    """Create an experiment, run the agent in each run, finish it; (id, finish by run id)."""
+    async with AsyncTracecardClient(world.server.url) as client:
+        experiment = await client.create_experiment(
+            world.suite, {"name": "scripted"}, trials, replay=replay
+        )
+        finished = {}
+        for run in experiment.runs:
+            handle = {"task_id": run.task_id, "instruction": run.instruction, "urls": run.urls}
+            answer, status = await run_agent(handle, query)
+            finished[run.id] = await client.finish_run(run.id, final_answer=answer, status=status)
+    return experiment.id, finished
+
+
+def _scores(client: TracecardClient, experiment: str) -> dict[tuple[str, int], Any]:
+    found = {}
+    for run in client.get_experiment(experiment)["runs"]:
+        view = client.get_run(run["id"])
+        scores = {s["component"]: (s["value"], s["passed"]) for s in view["scores"]}
+        found[(run["task_id"], run["trial"])] = scores
+    return found
+
+
+def _spans(world: World, run_id: str) -> list[dict[str, Any]]:
+    response = httpx.get(f"{world.server.url}/api/runs/{run_id}/spans", timeout=30)
+    spans: list[dict[str, Any]] = response.json()["spans"]
+    return spans
+
+
+def _proxied(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The spans of messages that crossed the proxy (not the root, probes or turns)."""
+    return [
+        s
+        for s in spans
+        if ("mcp.method.name" in s["attributes"] or "http.request.method" in s["attributes"])
+        and "tracecard.probe.id" not in s["attributes"]
+    ]
+
+
+async def test_source_runs_live(world: World) -> None:
+    with TracecardClient(world.server.url) as client:
+        world.suite = client.add_suite_text(SUITE, "toml")["version"]
+    world.source, finished = await _run_all(world, None, trials=3)
+    assert world.helpdesk.requests > 0 and world.kb.requests == 3
+    assert all(f["status"] == "finished" for f in finished.values())
+
+
+async def test_replay_sends_nothing_upstream_and_scores_the_same(world: World) -> None:
+    before = world.requests()
+    replayed, finished = await _run_all(world, {"source": world.source}, trials=3)
+    assert world.requests() == before  # neither server saw a single request
+    with TracecardClient(world.server.url) as client:
+        source_scores, replay_scores = _scores(client, world.source), _scores(client, replayed)
+        assert replay_scores == source_scores
+        assert any(v == (1.0, True) for s in replay_scores.values() for v in s.values())
+        for run_id, finish in finished.items():
+            assert finish["replay"]["diverged"] is None and finish["replay"]["missed"] == 0
+            assert "replay_diverged" not in finish["flags"]
+            spans = _proxied(_spans(world, run_id))
+            kinds = {s["attributes"].get("tracecard.replay") for s in spans}
+            assert spans and kinds == {"recorded"}, kinds
+            assert all(s["attributes"]["tracecard.replay.source_span_id"] for s in spans)
+            roles = {s["attributes"]["tracecard.role"] for s in spans}
+            assert roles == {"agent", "verifier"} or finish["task_id"] == "count"
+
+
+async def test_a_changed_argument_is_a_miss_naming_the_call(world: World) -> None:
+    before = world.requests()
+    _id, finished = await _run_all(world, {"source": world.source}, 1, query="dana kim")
+    assert world.requests() == before
+    assign = next(f for f in finished.values() if f["task_id"] == "assign")
+    diverged = assign["replay"]["diverged"]
+    assert diverged["request"] == 'tools/call find_users {"arguments":{"query":"dana kim"}}'
+    assert diverged["closest"] == 'tools/call find_users {"arguments":{"query":"dana"}}'
+    assert "replay_diverged" in assign["flags"]
+    count = next(f for f in finished.values() if f["task_id"] == "count")
+    assert count["replay"]["diverged"] is None and "replay_diverged" not in count["flags"]
+    spans = _spans(world, assign["id"])
+    missed = [s for s in spans if s["attributes"].get("error.type") == "replay_miss"]
+    assert [s["name"] for s in missed] == ["tools/call find_users"]
+    assert missed[0]["attributes"]["tracecard.replay"] == "miss"
+
+
+async def test_on_miss_live_forwards_the_unmatched_call(world: World) -> None:
+    before = world.helpdesk.requests
+    replay = {"source": world.source, "on_miss": "live"}
+    _id, finished = await _run_all(world, replay, 1, query="dana kim")
+    assign = next(f for f in finished.values() if f["task_id"] == "assign")
+    assert assign["status"] == "finished", assign["final_answer"]
+    assert world.helpdesk.requests > before
+    assert "replay_diverged" in assign["flags"] and assign["replay"]["live"] == 1
+    spans = _proxied(_spans(world, assign["id"]))
+    live = [s["name"] for s in spans if s["attributes"].get("tracecard.replay") == "live"]
+    assert live == ["tools/call find_users"]
+
+
+def test_bad_replay_sources_are_one_line_errors(world: World) -> None:
+    with TracecardClient(world.server.url) as client:
+        other = client.add_suite_text(SUITE.replace("replay-world", "other-world"), "toml")
+        cases = {
+            "nope": (world.suite, 1, "no experiment 'nope'"),
+            world.source: (other["version"], 1, "replay needs the same suite version"),
+            f"{world.source}+": (world.suite, 5, "has no trial 3 of task"),
+        }
+        for source, (suite, trials, expected) in cases.items():
+            with pytest.raises(TracecardError) as caught:
+                client.create_experiment(
+                    suite, {"name": "x"}, trials, replay={"source": source.rstrip("+")}
+                )
+            assert expected in caught.value.detail and "\n" not in caught.value.detail
