@@ -20,7 +20,8 @@ _NOT_EVALUATED = ": not evaluated: "
 NAME = "invocation"
 # 2: per-turn expectations, matchers on results; 3: source, model abstention
 # 4: redacted arguments compared by fingerprint; regex/number on them not evaluated; strict
-VERSION = "4"
+# 5: matchers' `normalize` ("python", "bfcl"), `type` and `items`
+VERSION = "5"
 
 
 def call_matches(expected: ExpectedCall, call: ToolCall) -> list[str]:

@@ -13,9 +13,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationInfo, model_validator
 
 from ._json import canonical_json, normalise, parse_json_text
-from .redacted import CANNOT_COMPARE, NotComparable, equal, is_fingerprint
+from .equality import JSON_TYPES, JsonType, bfcl_equal, has_type, python_equal, type_name
+from .redacted import CANNOT_COMPARE, NotComparable, contains_fingerprint, equal, is_fingerprint
 
 __all__ = [
+    "NORMALIZE_MODES",
     "AnswerCheck",
     "ArgMatcher",
     "MatchResult",
@@ -29,6 +31,10 @@ MatcherKind = Literal["exact", "any", "regex", "one_of", "number", "subset"]
 CheckKind = Literal["exact", "contains", "regex", "number", "json_schema"]
 _MATCHER_KINDS: tuple[str, ...] = ("exact", "any", "regex", "one_of", "number", "subset")
 _CHECK_KINDS: tuple[str, ...] = ("exact", "contains", "regex", "number", "json_schema")
+# exact / one_of: "default" (NFC, trimmed, 1 == 1.0), "python" (Python's ==), "bfcl" (BFCL's
+# string standardisation, then Python's ==); docs/suites.md, Matchers
+Normalize = Literal["default", "python", "bfcl"]
+NORMALIZE_MODES: tuple[str, ...] = ("default", "python", "bfcl")
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
@@ -122,12 +128,21 @@ class ArgMatcher(BaseModel):
     tolerance: float = 1e-9
     subset: dict[str, JsonValue] | None = None
     strict: bool = False  # exact / one_of: no trimming, no NFC, 1 is not 1.0
+    normalize: Normalize = "default"  # exact / one_of: how values are compared
+    type: list[JsonType] | None = None  # the value's JSON type must be one of these
+    items: list[JsonType] | None = None  # each item of an array value must be of these types
     optional: bool = False  # the argument may be left out; when given, it must match
 
     @model_validator(mode="before")
     @classmethod
     def _shorthand(cls, raw: Any, info: ValidationInfo) -> Any:
-        return strict_default(_pick_kind(raw, _MATCHER_KINDS, "a matcher"), info)
+        found = _pick_kind(raw, _MATCHER_KINDS, "a matcher")
+        for key in ("type", "items"):  # one type may be written without a list
+            if isinstance(found.get(key), str):
+                found = {**found, key: [found[key]]}
+        if found.get("normalize", "default") != "default":
+            return found  # an explicit comparison: the suite's strict default does not apply
+        return strict_default(found, info)
 
     @model_validator(mode="after")
     def _check(self) -> ArgMatcher:
@@ -141,19 +156,46 @@ class ArgMatcher(BaseModel):
             raise ValueError("tolerance must not be negative")
         if self.strict and self.kind not in ("exact", "one_of"):
             raise ValueError("`strict` applies to exact and one_of only")
+        if self.normalize != "default":
+            if self.kind not in ("exact", "one_of"):
+                raise ValueError("`normalize` applies to exact and one_of only")
+            if self.strict:
+                raise ValueError("give `strict` or `normalize`, not both")
+        if self.normalize == "bfcl":
+            values = [self.exact] if self.kind == "exact" else list(self.one_of or [])
+            for value in values:
+                if not isinstance(value, str | list | dict):
+                    raise ValueError(
+                        f'{{ {self.kind}, normalize = "bfcl" }} standardises strings, and '
+                        f"{value!r} is {type_name(value)}, not a string (nor an array or "
+                        'object of them): compare it with normalize = "python"'
+                    )
+        for key in ("type", "items"):
+            if getattr(self, key) == []:
+                raise ValueError(f"`{key}` needs at least one of {', '.join(JSON_TYPES)}")
         return self
 
     def describe(self) -> Any:
         """The matcher as written, for evidence."""
         value = getattr(self, self.kind)
         if self.kind == "number":
-            return {"number": value, "tolerance": self.tolerance}
-        return {self.kind: value, "strict": True} if self.strict else {self.kind: value}
+            found: dict[str, Any] = {"number": value, "tolerance": self.tolerance}
+        else:
+            found = {self.kind: value, "strict": True} if self.strict else {self.kind: value}
+        if self.normalize != "default":
+            found["normalize"] = self.normalize
+        for key in ("type", "items"):
+            if getattr(self, key) is not None:
+                found[key] = getattr(self, key)
+        return found
 
     def match(self, present: bool, actual: Any) -> MatchResult:
         """Match an argument value (`present` False when the call lacks the argument)."""
         if not present:
             return MatchResult(ok=self.optional, reason="" if self.optional else "argument missing")
+        wrong = self._wrong_type(actual)
+        if wrong:
+            return MatchResult(ok=False, reason=wrong)
         if self.kind == "any":
             return MatchResult(ok=True)
         try:
@@ -161,15 +203,38 @@ class ArgMatcher(BaseModel):
         except NotComparable as exc:
             return not_evaluated(str(exc))
 
+    def _wrong_type(self, actual: Any) -> str:
+        if is_fingerprint(actual) and (self.type or self.items):
+            return ""  # a redacted string: its type is checked no further than that
+        if self.type is not None and not has_type(actual, list(self.type)):
+            return f"expected type {' or '.join(self.type)}, got {type_name(actual)}"
+        if self.items is not None and isinstance(actual, list):
+            for index, item in enumerate(actual):
+                if not has_type(item, list(self.items)):
+                    wanted = " or ".join(self.items)
+                    return f"item {index}: expected type {wanted}, got {type_name(item)}"
+        return ""
+
+    def _equal(self, expected: Any, actual: Any) -> bool:
+        if self.normalize == "default":
+            return equal(expected, actual, self.strict)
+        if contains_fingerprint(actual):
+            if self.normalize == "bfcl":
+                raise NotComparable("a redacted value cannot be standardised (normalize = bfcl)")
+            return equal(expected, actual, True)
+        if self.normalize == "bfcl":
+            return bfcl_equal(expected, actual)
+        return python_equal(expected, actual)
+
     def _match(self, actual: Any) -> MatchResult:
         redacted = is_fingerprint(actual)
         if redacted and self.kind in ("regex", "number"):
             return not_evaluated("the argument " + CANNOT_COMPARE.format(kind=self.kind))
         if self.kind == "exact":
-            ok = equal(self.exact, actual, self.strict)
+            ok = self._equal(self.exact, actual)
             return MatchResult(ok=ok, reason="" if ok else f"expected {self.exact!r}")
         if self.kind == "one_of":
-            ok = any(equal(v, actual, self.strict) for v in self.one_of or [])
+            ok = any(self._equal(v, actual) for v in self.one_of or [])
             return MatchResult(ok=ok, reason="" if ok else f"not one of {self.one_of!r}")
         if self.kind == "regex":
             text = actual if isinstance(actual, str) else canonical_json(actual)

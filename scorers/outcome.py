@@ -10,6 +10,7 @@ from typing import Any
 
 from ._json import JsonPath, normalise, normalised_equal
 from .calls import ProbeObservation, probe_observations
+from .equality import python_equal
 from .matchers import MatchResult, not_evaluated
 from .redacted import (
     CANNOT_COMPARE,
@@ -30,7 +31,8 @@ __all__ = ["differences", "evaluate_outcome", "evaluate_predicate", "score_outco
 NAME = "outcome"
 # 2: per-turn outcomes; differing fields of a failed `eq` in the evidence
 # 3: fingerprints of redacted values compared by `eq`; other ops on them not evaluated; strict
-VERSION = "3"
+# 4: `normalize = "python"` on `eq` (Python's ==, tagged maps, sets and tuples)
+VERSION = "4"
 
 
 def _contains(expected: Any, actual: Any) -> bool:
@@ -60,7 +62,9 @@ def evaluate_predicate(predicate: Predicate, observed: Any) -> MatchResult:
         return MatchResult(ok=False, reason=f"{predicate.path} does not exist")
     if is_fingerprint(actual) and predicate.op != "eq":
         return not_evaluated(f"{predicate.path} " + CANNOT_COMPARE.format(kind=predicate.op))
-    if predicate.op == "eq":
+    if predicate.op == "eq" and predicate.normalize == "python" and not is_fingerprint(actual):
+        ok = python_equal(predicate.value, actual)
+    elif predicate.op == "eq":
         try:
             ok = equal(predicate.value, actual, predicate.strict)
         except NotComparable as exc:
@@ -77,9 +81,13 @@ def evaluate_predicate(predicate: Predicate, observed: Any) -> MatchResult:
     return MatchResult(ok=ok, reason="" if ok else f"{predicate.op} {predicate.value!r} failed")
 
 
-def differences(expected: Any, actual: Any, path: str = "$", limit: int = 20) -> list[str]:
-    """JSON paths at which `actual` differs from `expected` (at most `limit`), for evidence."""
+def differences(
+    expected: Any, actual: Any, path: str = "$", limit: int = 20, python: bool = False
+) -> list[str]:
+    """JSON paths at which `actual` differs from `expected` (at most `limit`), for evidence
+    (`python`: leaves compared as Python's ==)."""
     out: list[str] = []
+    same = python_equal if python else normalised_equal
 
     def walk(exp: Any, act: Any, where: str) -> None:
         if len(out) >= limit:
@@ -98,7 +106,7 @@ def differences(expected: Any, actual: Any, path: str = "$", limit: int = 20) ->
         elif isinstance(exp, list) and isinstance(act, list) and len(exp) == len(act):
             for index, (e, a) in enumerate(zip(exp, act, strict=True)):
                 walk(e, a, f"{where}[{index}]")
-        elif not normalised_equal(exp, act):
+        elif not same(exp, act):
             out.append(where)
 
     walk(expected, actual, path)
@@ -141,7 +149,9 @@ def evaluate_outcome(
                 row["reason"] = result.reason
             if not result.ok and predicate.op == "eq" and found:
                 # which fields of a reference state differ, not only that it differs
-                row["differing"] = differences(predicate.value, actual, predicate.path)
+                python = predicate.normalize == "python"
+                where = predicate.path
+                row["differing"] = differences(predicate.value, actual, where, python=python)
         rows.append(row)
     evidence: dict[str, Any] = {"predicates": rows}
     unjudged = [r for r in rows if r.get("not_evaluated")]

@@ -23,6 +23,7 @@ from ._json import normalised_equal
 __all__ = [
     "CANNOT_COMPARE",
     "NotComparable",
+    "contains_fingerprint",
     "equal",
     "fingerprinting",
     "is_fingerprint",
@@ -73,18 +74,19 @@ def strict_equal(expected: Any, actual: Any) -> bool:
     )
 
 
-def _contains_fingerprint(value: Any) -> bool:
+def contains_fingerprint(value: Any) -> bool:
+    """True when a fingerprint (a redacted value) is in `value` at any depth."""
     if isinstance(value, dict):
-        return any(_contains_fingerprint(v) for v in value.values())
+        return any(contains_fingerprint(v) for v in value.values())
     if isinstance(value, list):
-        return any(_contains_fingerprint(v) for v in value)
+        return any(contains_fingerprint(v) for v in value)
     return is_fingerprint(value)
 
 
 def equal(expected: Any, actual: Any, strict: bool = False) -> bool:
     """Equality as the matchers mean it, at any depth; a fingerprint in `actual` is compared
     with the fingerprint of the expected value there. Raises `NotComparable` without a key."""
-    if not _contains_fingerprint(actual):
+    if not contains_fingerprint(actual):
         return strict_equal(expected, actual) if strict else normalised_equal(expected, actual)
     if is_fingerprint(actual):
         if is_fingerprint(expected):

@@ -159,10 +159,14 @@ class Predicate(_Spec):
     value: JsonValue = None
     tolerance: float = 1e-9
     strict: bool = False  # eq: no trimming, no NFC, 1 is not 1.0
+    # eq: "python" compares as Python's == (no trimming, 2 == 2.0, tagged maps/sets/tuples)
+    normalize: Literal["default", "python"] = "default"
 
     @model_validator(mode="before")
     @classmethod
     def _suite_strict(cls, raw: Any, info: ValidationInfo) -> Any:
+        if isinstance(raw, dict) and raw.get("normalize", "default") != "default":
+            return raw  # an explicit comparison: the suite's strict default does not apply
         return strict_default(raw, info)
 
     @field_validator("path")
@@ -184,6 +188,8 @@ class Predicate(_Spec):
             raise ValueError("op 'approx' needs a numeric value")
         if self.strict and self.op != "eq":
             raise ValueError("`strict` applies to op 'eq' only")
+        if self.normalize != "default" and (self.op != "eq" or self.strict):
+            raise ValueError("`normalize` applies to op 'eq' only, without `strict`")
         return self
 
 

@@ -199,11 +199,24 @@ def _validated(document: dict[str, Any], issues: list[tuple[tuple[str | int, ...
     except ValidationError as exc:
         found = {loc for loc, _ in issues}  # the reader's reason for a field replaces pydantic's
         errors = [(_strip_tags(tuple(e["loc"])), reason_of(e)) for e in exc.errors()]
+        errors = [(loc, _argument_named(document, loc, reason)) for loc, reason in errors]
         issues = issues + [(loc, reason) for loc, reason in errors if loc not in found]
         raise _DocumentIssues(issues) from exc
     if issues:
         raise _DocumentIssues(issues)
     return suite
+
+
+def _argument_named(document: dict[str, Any], loc: tuple[str | int, ...], reason: str) -> str:
+    # A matcher's error names its task (by id) and argument: a long suite numbers tasks by index.
+    if len(loc) < 2 or loc[0] != "tasks" or not isinstance(loc[1], int) or "arguments" not in loc:
+        return reason
+    tasks = document.get("tasks")
+    task = tasks[loc[1]] if isinstance(tasks, list) and loc[1] < len(tasks) else None
+    position = loc.index("arguments")
+    if not isinstance(task, dict) or position + 1 >= len(loc):
+        return reason
+    return f"task {task.get('id')!r}, argument {loc[position + 1]!r}: {reason}"
 
 
 # One reader per schema version; an older reader converts to the current models.

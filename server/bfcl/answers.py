@@ -13,10 +13,11 @@ present (`any`).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["MAX_COMBINATIONS", "first_allowed", "matcher", "param_kinds"]
+from tracecard.scorers.equality import type_name
+
+__all__ = ["MAX_COMBINATIONS", "first_allowed", "matcher", "param_docs", "param_kinds"]
 
 MAX_COMBINATIONS = 1024  # values one argument's `one_of` may list
 PLAIN, OBJECT, OBJECT_LIST = "plain", "dict", "list_dict"
@@ -30,6 +31,15 @@ def param_kinds(entry: dict[str, Any], function: str) -> dict[str, str]:
             properties = (doc.get("parameters") or {}).get("properties") or {}
             return {name: _kind(schema) for name, schema in properties.items()}
     return {}
+
+
+def param_docs(entry: dict[str, Any], function: str) -> tuple[dict[str, Any], list[str]]:
+    """The parameters `function`'s doc declares (by name) and the ones it requires."""
+    for doc in entry.get("function", []):
+        if doc.get("name") == function:
+            parameters = doc.get("parameters") or {}
+            return dict(parameters.get("properties") or {}), list(parameters.get("required") or [])
+    return {}, []
 
 
 def _kind(schema: Any) -> str:
@@ -101,25 +111,81 @@ def _expanded(value: Any, kind: str, budget: int) -> list[Any] | None:
     return [value]
 
 
-def _values(allowed: list[Any], kind: str | None) -> Iterator[list[Any] | None]:
+# BFCL's PYTHON_TYPE_MAPPING (`any` is str, `tuple` a list; a float parameter also takes an int,
+# which the checker converts) as the JSON types the value may have
+_DECLARED = {
+    "string": "string",
+    "any": "string",
+    "integer": "integer",
+    "float": "number",
+    "boolean": "boolean",
+    "array": "array",
+    "tuple": "array",
+    "dict": "object",
+}
+# What `type(value) == ...` accepts of each declared type, as JSON type names
+_EXACT = {"number": "float"}
+
+
+def _item_types(schema: dict[str, Any], allowed: list[Any]) -> list[str] | None:
+    """The item types BFCL's nested check lets through: the declared item type, or the type of
+    the first item of one of the answer's lists; none at all when an allowed value is not a list
+    (it skips the check then, `""` included)."""
+    if any(not isinstance(value, list) for value in allowed):
+        return None
+    items = schema.get("items")
+    if not isinstance(items, dict):
+        items = {}
+    declared = _DECLARED.get(str(items.get("type")))
+    found = [_EXACT.get(declared, declared)] if declared else []
     for value in allowed:
-        if value != "":
-            yield _expanded(value, kind or _guess(value), MAX_COMBINATIONS)
-
-
-def matcher(allowed: Any, kind: str | None = None) -> dict[str, Any]:
-    """The argument matcher of one parameter's allowed values (`kind`: from `param_kinds`)."""
-    allowed = _allowed(allowed)
-    values: list[Any] = []
-    for expanded in _values(allowed, kind):
-        if expanded is None or len(values) + len(expanded) > MAX_COMBINATIONS:
-            values = []
-            break
-        values.extend(expanded)
-    found: dict[str, Any] = {"one_of": values} if values else {"any": True}
-    if "" in allowed:
-        found["optional"] = True
+        first = next((v for v in value if v != ""), _SKIP)
+        if first is not _SKIP and type_name(first) not in found:
+            found.append(type_name(first))
     return found
+
+
+def matcher(
+    allowed: Any, schema: dict[str, Any] | None = None, required: bool = False
+) -> dict[str, Any]:
+    """The argument matcher of one parameter's possible answer, as BFCL's AST checker reads it
+    (`schema`: the parameter in the function doc; `required`: the doc requires it).
+
+    Given, the value must have the declared type (an int passes for a float); when the answer's
+    values are of another type (BFCL's "variable" case: `None`, a name), that type passes too and
+    values are compared as Python's `==` without standardisation. Otherwise strings, and the
+    strings inside a list or an object, are compared after BFCL's standardisation; numbers as
+    Python's `==` (`2 == 2.0`, but a `2.0` fails the integer type). Left out: allowed when the
+    answer allows `""` and the doc does not require it. A parameter the doc does not declare may
+    never be given."""
+    allowed = _allowed(allowed)
+    values = [v for v in allowed if v != ""]
+    optional = {"optional": True} if "" in allowed and not required else {}
+    if schema is None or _DECLARED.get(str(schema.get("type"))) is None:
+        return {"one_of": [], **optional}  # BFCL: unexpected parameter when given
+    declared = _DECLARED[str(schema.get("type"))]
+    kind = _kind(schema)
+    if values and type_name(values[0]) not in (_EXACT.get(declared, declared), declared):
+        types = [declared, type_name(values[0])]
+        return {"one_of": values, "normalize": "python", "type": types, **optional}
+    found: dict[str, Any] = {"type": [declared], **optional}
+    if declared == "string":
+        return {"one_of": [v for v in values if isinstance(v, str)], "normalize": "bfcl"} | found
+    if declared not in ("array", "object"):
+        return {"one_of": values, "normalize": "python"} | found
+    expanded: list[Any] = []
+    for value in values:
+        more = _expanded(value, kind, MAX_COMBINATIONS)
+        if more is None or len(expanded) + len(more) > MAX_COMBINATIONS:
+            return {"any": True} | found
+        expanded.extend(more)
+    if declared == "array":
+        if "" in allowed:
+            expanded.append([])  # BFCL reads a `""` of a list parameter as the empty list
+        items = _item_types(schema, allowed)
+        if items is not None:
+            found["items"] = items
+    return {"one_of": expanded, "normalize": "bfcl"} | found
 
 
 def first_allowed(allowed: Any, kind: str | None = None) -> tuple[bool, Any]:

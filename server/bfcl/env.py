@@ -19,6 +19,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from tracecard.scorers.equality import MAP_TAG, SET_TAG, TUPLE_TAG
+
 __all__ = [
     "MULTI_TURN",
     "SINGLE_TURN",
@@ -136,7 +138,11 @@ def result_text(value: Any) -> str:
 
 def jsonable(value: Any, path: tuple[int, ...] = ()) -> Any:
     """A Python value as JSON: objects as their public attributes (a back-reference to an
-    enclosing object, such as a directory's parent, is left out: BFCL's equality ignores it)."""
+    enclosing object, such as a directory's parent, is left out: BFCL's equality ignores it).
+    What JSON cannot hold is tagged so that a `normalize = "python"` predicate compares it as
+    BFCL's `==` does: a dict with a key that is not a string as `{"$map": [[key, value], ...]}`
+    (keys stay numbers: `2.0` equals `2`, not `"2"`), a set as `{"$set": [...]}`, a tuple as
+    `{"$tuple": [...]}`."""
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
@@ -149,11 +155,15 @@ def jsonable(value: Any, path: tuple[int, ...] = ()) -> Any:
         return None
     inner = (*path, id(value))
     if isinstance(value, dict):
-        return {str(k): jsonable(v, inner) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+        if all(isinstance(k, str) for k in value):
+            return {k: jsonable(v, inner) for k, v in value.items()}
+        return {MAP_TAG: [[jsonable(k, inner), jsonable(v, inner)] for k, v in value.items()]}
+    if isinstance(value, list):
         return [jsonable(v, inner) for v in value]
+    if isinstance(value, tuple):
+        return {TUPLE_TAG: [jsonable(v, inner) for v in value]}
     if isinstance(value, set | frozenset):
-        return sorted((jsonable(v, inner) for v in value), key=repr)
+        return {SET_TAG: sorted((jsonable(v, inner) for v in value), key=repr)}
     if hasattr(value, "__dict__"):
         return {
             k: jsonable(v, inner)

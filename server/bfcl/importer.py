@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tracecard.scorers import Suite
-from tracecard.server.bfcl.answers import matcher, param_kinds
+from tracecard.server.bfcl.answers import matcher, param_docs
 from tracecard.server.bfcl.env import (
     MULTI_TURN,
     SINGLE_TURN,
@@ -61,7 +61,11 @@ def _multi_turn_task(entry: dict[str, Any], ground_truth: list[list[str]]) -> di
             turn["invocation"] = {"expect_no_calls": True}
         else:
             expected = [
-                {"tool": c.name, "result": {"exact": environment.execute(c.name, c.arguments)}}
+                {
+                    "tool": c.name,
+                    # BFCL's response check: the text as Python's == compares it (no trimming)
+                    "result": {"exact": environment.execute(c.name, c.arguments), "strict": True},
+                }
                 for c in calls
             ]
             state = environment.state()
@@ -74,6 +78,8 @@ def _multi_turn_task(entry: dict[str, Any], ground_truth: list[list[str]]) -> di
                         "path": f"$.structuredContent.{name}",
                         "op": "eq",
                         "value": state[name],
+                        # BFCL's state check: the instances' attributes as Python's == compares
+                        "normalize": "python",
                     }
                     for name in entry["involved_classes"]
                 ],
@@ -109,8 +115,12 @@ def _single_turn_task(entry: dict[str, Any], answer: dict[str, Any] | None) -> d
     calls = []
     for expected in answer["ground_truth"]:
         ((name, params),) = expected.items()
-        kinds = param_kinds(entry, name)
-        arguments = {p: matcher(allowed, kinds.get(p)) for p, allowed in params.items()}
+        declared, required = param_docs(entry, name)
+        arguments = {
+            p: matcher(allowed, declared.get(p), p in required) for p, allowed in params.items()
+        }
+        # a parameter the doc requires and the answer leaves out: BFCL accepts no call
+        arguments |= {p: {"one_of": []} for p in required if p not in params}
         calls.append({"tool": name, "arguments": arguments, "strict_arguments": True})
     task["invocation"] = {"calls": calls, "order": "any", "allow_extra": False}
     task["efficiency"] = {"optimal_calls": len(calls)}

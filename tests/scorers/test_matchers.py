@@ -119,3 +119,105 @@ def test_an_optional_matcher_allows_absence_but_not_a_wrong_value() -> None:
     assert matcher.match(True, "units").ok
     assert not matcher.match(True, "cm").ok
     assert not ArgMatcher.model_validate({"one_of": ["units"]}).match(False, None).ok
+
+
+@pytest.mark.parametrize(
+    ("matcher", "actual", "ok"),
+    [
+        # BFCL's standardisation: spaces and ,./-_*^ removed, lower case, ' read as "
+        ({"one_of": ["Taylor Swift"], "normalize": "bfcl"}, "taylor swift", True),
+        ({"one_of": ["New York, NY"], "normalize": "bfcl"}, "New York NY", True),
+        ({"one_of": ["2024-04-01"], "normalize": "bfcl"}, "2024/04/01", True),
+        ({"one_of": ["it's"], "normalize": "bfcl"}, 'IT"S', True),
+        ({"one_of": ["Taylor Swift"], "normalize": "bfcl"}, "Taylor\tSwift", False),  # a tab
+        ({"one_of": ["Paris"], "normalize": "bfcl"}, "Paris!", False),  # ! is not removed
+        ({"one_of": ["Paris"], "normalize": "bfcl"}, "Pariss", False),
+        # in a list: its strings; in an object: its string values; deeper: as written
+        ({"one_of": [["New York", 2]], "normalize": "bfcl"}, ["new york", 2.0], True),
+        ({"one_of": [{"city": "New York"}], "normalize": "bfcl"}, {"city": "NEW-YORK"}, True),
+        ({"one_of": [[["New York"]]], "normalize": "bfcl"}, [["new york"]], False),
+        # Python's ==: no trimming, 2 == 2.0, true == 1
+        ({"exact": "Paris", "normalize": "python"}, "Paris ", False),
+        ({"exact": 2, "normalize": "python"}, 2.0, True),
+        ({"exact": 1, "normalize": "python"}, True, True),
+        ({"exact": {"$map": [[2, "a"]]}, "normalize": "python"}, {"$map": [[2.0, "a"]]}, True),
+        ({"exact": {"$map": [[2, "a"]]}, "normalize": "python"}, {"2": "a"}, False),
+        ({"exact": {"$set": [1, 2]}, "normalize": "python"}, {"$set": [2, 1]}, True),
+        ({"exact": {"$tuple": [1, 2]}, "normalize": "python"}, [1, 2], False),
+        # types: integer is not float, number is either, booleans are neither
+        ({"one_of": [2], "normalize": "python", "type": "integer"}, 2, True),
+        ({"one_of": [2], "normalize": "python", "type": "integer"}, 2.0, False),
+        ({"one_of": [2], "normalize": "python", "type": "integer"}, True, False),
+        ({"one_of": [2.0], "normalize": "python", "type": "number"}, 2, True),
+        ({"one_of": [2.0], "normalize": "python", "type": "float"}, 2, False),
+        ({"one_of": [True], "normalize": "python", "type": "boolean"}, "true", False),
+        ({"one_of": ["5"], "normalize": "bfcl", "type": "string"}, 5, False),
+        ({"any": True, "type": ["string", "null"]}, None, True),
+        ({"one_of": [[1.5, 2.0]], "type": "array", "items": "float"}, [1.5, 2], False),
+        ({"one_of": [[1.5, 2.0]], "type": "array", "items": "number"}, [1.5, 2], True),
+    ],
+)
+def test_normalize_and_types(matcher: object, actual: object, ok: bool) -> None:
+    result = m(matcher).match(True, actual)
+    assert result.ok is ok, result.reason
+
+
+def test_a_wrong_type_says_what_it_got() -> None:
+    result = m({"one_of": [2], "type": "integer"}).match(True, 2.0)
+    assert result.reason == "expected type integer, got float"
+    result = m({"one_of": [[1]], "type": "array", "items": "integer"}).match(True, [1, "2"])
+    assert result.reason == "item 1: expected type integer, got string"
+    assert m({"one_of": [2], "type": "integer", "optional": True}).match(False, None).ok
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        ({"one_of": [3], "normalize": "bfcl"}, 'normalize = "bfcl" } standardises strings'),
+        ({"exact": None, "normalize": "bfcl"}, "None is null, not a string"),
+        ({"regex": "a", "normalize": "python"}, "`normalize` applies to exact and one_of"),
+        ({"exact": "a", "normalize": "python", "strict": True}, "not both"),
+        ({"exact": "a", "normalize": "lower"}, "normalize"),
+        ({"exact": 1, "type": "int"}, "type"),
+        ({"exact": 1, "type": []}, "`type` needs at least one"),
+    ],
+)
+def test_bad_normalize_or_type(raw: object, error: str) -> None:
+    with pytest.raises(ValidationError, match=error):
+        m(raw)
+
+
+def test_the_bfcl_matcher_on_a_number_is_a_suite_error_naming_task_and_argument() -> None:
+    from tracecard.scorers import SuiteError, parse_suite
+
+    text = """schema_version = 2
+name = "s"
+[[tasks]]
+id = "weather"
+instruction = "How warm will it be?"
+upstreams = ["u"]
+[tasks.invocation]
+calls = [{ tool = "forecast", arguments = { days = { one_of = [3], normalize = "bfcl" } } }]
+"""
+    with pytest.raises(SuiteError) as caught:
+        parse_suite(text, "toml", "s.toml")
+    message = str(caught.value)
+    assert message.startswith("s.toml:8: tasks[0].invocation.calls[0].arguments.days: ")
+    assert "task 'weather', argument 'days': { one_of, normalize = \"bfcl\" }" in message
+    assert "3 is integer, not a string" in message
+
+
+def test_a_python_predicate_compares_as_python_does() -> None:
+    from tracecard.scorers import evaluate_predicate
+    from tracecard.scorers.spec import Predicate
+
+    def holds(value: object, observed: object, normalize: str = "python") -> bool:
+        predicate = Predicate(probe="p", path="$.s", op="eq", value=value, normalize=normalize)
+        return evaluate_predicate(predicate, {"s": observed}).ok
+
+    assert not holds({"body": "hi"}, {"body": "hi "})  # no trimming
+    assert holds({"body": "hi"}, {"body": "hi "}, "default")  # the default trims
+    assert holds({"$map": [[2, ["c"]]]}, {"$map": [[2.0, ["c"]]]})  # 2.0 == 2 as a key
+    assert not holds({"$map": [[2, ["c"]]]}, {"2": ["c"]})
+    with pytest.raises(ValidationError, match="`normalize` applies to op 'eq' only"):
+        Predicate(probe="p", op="contains", value="x", normalize="python")
