@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -47,12 +47,17 @@ def pair_score(a: CallKey, b: CallKey) -> int:
 
 @dataclass(frozen=True)
 class Alignment:
-    """`rows[r][t]` is the index of trial t's call in aligned row r, or None for a gap."""
+    """`rows[r][t]` is the index of trial t's call in aligned row r, or None for a gap.
+
+    `steps` are the rows with repeats collapsed: each is a range of consecutive rows in which
+    every trial repeats its call of the range's first row (or keeps its gap), shown as one step
+    ("×14"). `first_divergence` is the index of the first step where the trials differ."""
 
     rows: list[list[int | None]]
     first_divergence: int | None
     aligned_calls: int | None = None  # when set: calls from this index on are not aligned
     aligned_rows: int | None = None  # ... and they start at this row
+    steps: list[range] = field(default_factory=list)
 
     @property
     def width(self) -> int:
@@ -94,10 +99,7 @@ def _align_to_profile(
     repeated) stays on shared rows and the gap opens where the sequences first differ."""
     n, m = len(profile), len(sequence)
     pairs = _align_reversed(profile[::-1], sequence[::-1])
-    return [
-        (None if i is None else n - 1 - i, None if j is None else m - 1 - j)
-        for i, j in pairs
-    ]
+    return [(None if i is None else n - 1 - i, None if j is None else m - 1 - j) for i, j in pairs]
 
 
 def _align_reversed(
@@ -200,8 +202,10 @@ def align_calls(sequences: Sequence[Sequence[CallKey]], cap: int = ALIGN_CAP) ->
         index = row[trial]
         return None if index is None else sequences[trial][index]
 
+    row_keys = [tuple(key_at(row, t) for t in range(count)) for row in rows]
+    steps = collapse_repeats(row_keys)
     divergence = next(
-        (r for r, row in enumerate(rows) if len({key_at(row, t) for t in range(count)}) > 1),
+        (s for s, step in enumerate(steps) if len(set(row_keys[step.start])) > 1),
         None,
     )
     capped = longest > cap
@@ -210,4 +214,17 @@ def align_calls(sequences: Sequence[Sequence[CallKey]], cap: int = ALIGN_CAP) ->
         first_divergence=divergence,
         aligned_calls=cap if capped else None,
         aligned_rows=aligned_rows if capped else None,
+        steps=steps,
     )
+
+
+def collapse_repeats(keys: Sequence[tuple[CallKey | None, ...]]) -> list[range]:
+    """Runs of consecutive rows whose calls are the same in every trial (each trial repeating
+    its own call, or keeping its gap): one step each."""
+    steps: list[range] = []
+    start = 0
+    for r in range(1, len(keys) + 1):
+        if r == len(keys) or keys[r] != keys[start]:
+            steps.append(range(start, r))
+            start = r
+    return steps

@@ -25,11 +25,26 @@ def _arguments(call: Call) -> str:
     return "".join(items)
 
 
-def _cell(call: Call, trace: str) -> str:
+def _last_result(last: Call | None, trace: str) -> str:
+    """A step of repeats: its last call's result, when it reads otherwise than the first's."""
+    if last is None:
+        return ""
+    return (
+        f'<div class="result small muted"><a href="{trace}#span-{escape(last.span_id)}">last</a>'
+        f": {escape(last.result_preview)}</div>"
+    )
+
+
+def _cell(call: Call, trace: str, times: int = 1, last: Call | None = None) -> str:
     turn = (
         ""
         if call.turn is None
         else f' <span class="chip turn" title="made during this user turn">turn {call.turn}</span>'
+    )
+    repeat = (
+        f' <span class="chip repeat" title="the same call {times} times in a row">×{times}</span>'
+        if times > 1
+        else ""
     )
     error = f'<span class="chip fail">⚠ {escape(call.error)}</span>' if call.error else ""
     result = (
@@ -40,9 +55,9 @@ def _cell(call: Call, trace: str) -> str:
     return (
         f'<td class="call{" err" if call.error else ""}">'
         f'<a class="tool{" differs" if call.tool_differs else ""}" '
-        f'href="{trace}#span-{escape(call.span_id)}">{escape(call.tool)}</a>{turn} '
+        f'href="{trace}#span-{escape(call.span_id)}">{escape(call.tool)}</a>{repeat}{turn} '
         f'<span class="muted small">{escape(duration(call.duration_ns))}</span>'
-        f'<ul class="args">{_arguments(call)}</ul>{error}{result}</td>'
+        f'<ul class="args">{_arguments(call)}</ul>{error}{result}{_last_result(last, trace)}</td>'
     )
 
 
@@ -60,7 +75,8 @@ def aligned_rows(view: RunsComparison) -> Markup:
             else ""
         )
         cells = "".join(
-            GAP_CELL if call is None else _cell(call, traces[t]) for t, call in enumerate(row.cells)
+            GAP_CELL if call is None else _cell(call, traces[t], row.repeats[t], row.last[t])
+            for t, call in enumerate(row.cells)
         )
         anchor = ' id="divergence"' if first else ""
         rows.append(

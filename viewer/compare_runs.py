@@ -13,10 +13,17 @@ from tracecard.scorers.calls import agent_calls as observed_calls
 from tracecard.scorers.registry import component_key
 from tracecard.scorers.turns import turn_at, turn_spans
 from tracecard.traces import semconv as sc
-from tracecard.traces.models import RunRow, ScoreRow
+from tracecard.traces.models import RunRow, ScoreRow, VerdictRow
 from tracecard.viewer.align import ALIGN_CAP, CallKey, align_calls, canonical_arguments
-from tracecard.viewer.payloads import parse_json_text, payload
+from tracecard.viewer.payloads import parse_json_text
 from tracecard.viewer.trace_view import span_error
+from tracecard.viewer.trial_summary import (
+    ANSWER_CHARS,
+    TrialVerdict,
+    result_preview,
+    shorten,
+    trial_verdict,
+)
 
 
 @dataclass(frozen=True)
@@ -46,19 +53,35 @@ class Call:
 
 @dataclass
 class AlignedRow:
-    """One aligned step: each trial's call or None (the trial made no such call)."""
+    """One aligned step: each trial's call or None (the trial made no such call).
+
+    A step of repeats stands for several aligned rows: `repeats[t]` is how many times trial t
+    made its call in it (0 for a gap), and `last[t]` its last call when that one's result reads
+    otherwise than the first's (a poll that finally saw the change)."""
 
     cells: list[Call | None]
     diverges: bool
+    repeats: list[int] = field(default_factory=list)
+    last: list[Call | None] = field(default_factory=list)
+    first_row: int = 0  # the step's first aligned row: calls before it, per trial, are counted
 
 
 @dataclass
 class TrialColumn:
-    """A trial: its run, scores in component order, and its calls."""
+    """A trial: its run, scores in component order, its calls, how it ended and what people
+    said about it."""
 
     run: RunRow
     scores: list[ScoreRow]
     calls: list[Call]
+    verdict: TrialVerdict = field(default_factory=lambda: TrialVerdict("not evaluated"))
+    people: list[VerdictRow] = field(default_factory=list)
+
+    @property
+    def answer(self) -> str | None:
+        """The trial's final answer on a few lines (None: it never answered)."""
+        answer = self.run.final_answer
+        return None if answer is None else shorten(answer, ANSWER_CHARS)
 
 
 @dataclass
@@ -168,7 +191,7 @@ def agent_calls(spans: Sequence[dict[str, Any]], limit: int | None = None) -> li
                 key=(str(tool) if turn is None else f"{tool}@{turn}", identity),
                 turn=turn,
                 error=span_error(span),
-                result_preview=payload("result", result).preview if result is not None else "",
+                result_preview=result_preview(result),
                 duration_ns=None if end is None else max(0, int(end) - start),
             )
         )
@@ -206,6 +229,7 @@ def compare_runs(
     scores_by_run: dict[str, list[ScoreRow]],
     totals: dict[str, int] | None = None,
     next_calls: dict[str, str] | None = None,
+    verdicts_by_run: dict[str, list[VerdictRow]] | None = None,
 ) -> RunsComparison:
     """Align the runs' tool calls and mark where, and in which arguments, trials differ.
 
@@ -223,6 +247,8 @@ def compare_runs(
             run=run,
             scores=sorted(scores_by_run.get(run.id, []), key=lambda s: component_key(s.component)),
             calls=agent_calls(spans_by_run.get(run.id, []), ALIGN_CAP + 1),
+            verdict=trial_verdict(run, scores_by_run.get(run.id, [])),
+            people=(verdicts_by_run or {}).get(run.id, []),
         )
         for run in runs
     ]
@@ -235,9 +261,13 @@ def compare_runs(
     alignment = align_calls([[c.key for c in col.calls] for col in columns])
     longer = any(total > ALIGN_CAP for total in made)
     rows = []
-    for indices in alignment.rows:
+    for step in alignment.steps:
+        first, final = alignment.rows[step.start], alignment.rows[step[-1]]
         cells = [
-            None if index is None else columns[t].calls[index] for t, index in enumerate(indices)
+            None if index is None else columns[t].calls[index] for t, index in enumerate(first)
+        ]
+        lasts = [
+            None if index is None else columns[t].calls[index] for t, index in enumerate(final)
         ]
         present = [c for c in cells if c is not None]
         counts = Counter(c.key for c in present)
@@ -247,7 +277,22 @@ def compare_runs(
         for cell in present:
             _mark_differences(cell, consensus, theirs)
         keys = {c.key if c else None for c in cells}
-        rows.append(AlignedRow(cells=cells, diverges=len(keys) > 1))
+        rows.append(
+            AlignedRow(
+                cells=cells,
+                diverges=len(keys) > 1,
+                repeats=[0 if c is None else len(step) for c in cells],
+                last=[
+                    last
+                    if last is not None
+                    and cell is not None
+                    and last.result_preview != cell.result_preview
+                    else None
+                    for cell, last in zip(cells, lasts, strict=True)
+                ],
+                first_row=step.start,
+            )
+        )
     components = sorted({s.component for col in columns for s in col.scores}, key=component_key)
     divergence = alignment.first_divergence
     shown_divergence = divergence if divergence is not None and divergence < len(rows) else None

@@ -62,7 +62,26 @@ def test_identical_prefixes_align_with_no_gaps() -> None:
     trials = [[STATUS] * 3 + [ANSWER]] * 4 + [[STATUS] * 2 + [ANSWER]]
     alignment = align_calls(trials)
     assert alignment.rows == [[0] * 5, [1] * 5, [2, 2, 2, 2, None], [3, 3, 3, 3, 2]]
-    assert alignment.first_divergence == 2
+    # the two polls every trial made are one step; the divergence is the step after them
+    assert alignment.steps == [range(0, 2), range(2, 3), range(3, 4)]
+    assert alignment.first_divergence == 1
+
+
+def test_repeats_collapse_into_one_step() -> None:
+    fourteen = [LOOKUP] + [STATUS] * 14 + [ANSWER]
+    three = [LOOKUP] + [STATUS] * 3 + [ANSWER]
+    alignment = align_calls([fourteen, fourteen, three])
+    assert alignment.steps == [range(0, 1), range(1, 4), range(4, 15), range(15, 16)]
+    assert [alignment.rows[r] for r in (1, 3, 4, 14, 15)] == [
+        [1, 1, 1], [3, 3, 3], [4, 4, None], [14, 14, None], [15, 15, 4]
+    ]  # fmt: skip
+    assert alignment.first_divergence == 2  # the 11 polls only two trials made
+    # a repeat in one trial against other calls in another is not collapsed across them
+    mixed = align_calls([[STATUS, STATUS, ANSWER], [STATUS, LOOKUP, ANSWER]])
+    assert len(mixed.steps) == 3 and mixed.first_divergence == 1
+    # every trial the same: one step per distinct run of calls, no divergence
+    same = align_calls([[STATUS] * 14 + [ANSWER]] * 5)
+    assert same.steps == [range(0, 14), range(14, 15)] and same.first_divergence is None
 
 
 def test_a_gap_is_placed_where_the_sequences_differ() -> None:

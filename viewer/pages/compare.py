@@ -14,6 +14,7 @@ from tracecard.scorers.registry import check_component, component_names
 from tracecard.traces import queries
 from tracecard.traces.store import Store
 from tracecard.traces.trial_calls import first_agent_calls
+from tracecard.traces.verdicts import verdicts_for_runs
 from tracecard.viewer.align import ALIGN_CAP
 from tracecard.viewer.compare_rows import aligned_rows
 from tracecard.viewer.compare_runs import compare_runs
@@ -38,9 +39,18 @@ def _compare_runs_html(
     # Only the calls the page aligns are read (and how many each trial made in all).
     calls = first_agent_calls(store, runs, ALIGN_CAP)
     scores = store.scores_for_runs([r.id for r in runs])
-    view = compare_runs(runs, calls.spans, scores, calls.totals, calls.next_call)
+    people = verdicts_for_runs(store, [r.id for r in runs])
+    view = compare_runs(runs, calls.spans, scores, calls.totals, calls.next_call, people)
+    # the breadcrumb names the experiment (and the task) the trials belong to, however chosen
+    experiments = {r.experiment_id for r in runs}
+    shared = experiments.pop() if len(experiments) == 1 else None
+    tasks = {r.task_id for r in runs}
     return render_html(
-        "compare_runs.html", view=view, rows=aligned_rows(view), experiment=experiment, task=task
+        "compare_runs.html",
+        view=view,
+        rows=aligned_rows(view),
+        experiment=queries.get_experiment(store, shared) if shared else None,
+        task=task or (tasks.pop() if len(tasks) == 1 else None),
     )
 
 
