@@ -8,13 +8,13 @@ spans. Everything here is plain text for the templates, which escape it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import orjson
 
 from tracecard.scorers.calls import agent_calls
-from tracecard.scorers.model import ModelTurn, ModelUsage, link_calls, model_turns
+from tracecard.scorers.model import CallLink, ModelTurn, ModelUsage, link_calls, model_turns
 from tracecard.viewer.trace_view import SpanLine
 
 MAX_TEXT: Final = 4000  # characters of one transcript entry shown (the span detail has all)
@@ -29,7 +29,10 @@ class TranscriptEntry:
     kind: str  # text | tool_call | tool_result | refusal | reasoning | other
     text: str
     span_id: str  # the model span whose request or answer holds it
-    label: str = ""  # a tool call's or result's name / id
+    label: str = ""  # a tool call's or result's name, as recorded
+    call_id: str = ""  # a tool call's or result's id, as recorded (never case-folded)
+    at_ns: int = 0  # where it sits in time: a request's messages at its start, answers at its end
+    cut: str = ""  # why the text is incomplete (a stream that broke off, a length limit)
 
 
 @dataclass
@@ -39,6 +42,7 @@ class ModelView:
     turns: list[ModelTurn]
     transcript: list[TranscriptEntry] = field(default_factory=list)
     requested_by: dict[str, str] = field(default_factory=dict)  # tool span -> model span
+    executed: dict[str, str] = field(default_factory=dict)  # requested call id -> tool span
 
     @property
     def usage(self) -> ModelUsage:
@@ -56,7 +60,7 @@ def _text(value: Any) -> str:
     return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]}… ({len(text)} characters)"
 
 
-def _entries(message: dict[str, Any], span_id: str) -> list[TranscriptEntry]:
+def _entries(message: dict[str, Any], span_id: str, at_ns: int) -> list[TranscriptEntry]:
     role = str(message.get("role") or "user")
     found = []
     parts = message.get("parts")
@@ -64,28 +68,40 @@ def _entries(message: dict[str, Any], span_id: str) -> list[TranscriptEntry]:
         if not isinstance(part, dict):
             continue
         kind = str(part.get("type") or "other")
+        call_id = str(part.get("id") or "")
         if kind == "tool_call":
-            label = (
-                f"{part.get('name')} ({part.get('id')})"
-                if part.get("id")
-                else str(part.get("name"))
-            )
-            found.append(TranscriptEntry(role, kind, _text(part.get("arguments")), span_id, label))
-        elif kind == "tool_call_response":
+            text = _text(part.get("arguments"))
             found.append(
-                TranscriptEntry(
-                    role,
-                    "tool_result",
-                    _text(part.get("response")),
-                    span_id,
-                    str(part.get("id") or ""),
-                )
+                TranscriptEntry(role, kind, text, span_id, str(part.get("name")), call_id, at_ns)
             )
+        elif kind == "tool_call_response":
+            text = _text(part.get("response"))
+            found.append(TranscriptEntry(role, "tool_result", text, span_id, "", call_id, at_ns))
         elif kind in ("text", "refusal", "reasoning"):
-            found.append(TranscriptEntry(role, kind, _text(part.get("content") or ""), span_id))
+            text = _text(part.get("content") or "")
+            found.append(TranscriptEntry(role, kind, text, span_id, at_ns=at_ns))
         else:
-            found.append(TranscriptEntry(role, "other", f"[{kind}]", span_id))
+            found.append(TranscriptEntry(role, "other", f"[{kind}]", span_id, at_ns=at_ns))
     return found
+
+
+def _answer(turn: ModelTurn) -> list[TranscriptEntry]:
+    """The model's answer: its messages, text marked as cut when the stream broke off or hit
+    the length limit, and a failed request as an error entry (never as an empty answer)."""
+    entries = [e for m in turn.output_messages for e in _entries(m, turn.span_id, turn.end_ns)]
+    cut = ""
+    if turn.error_type is not None:
+        cut = f"cut off: the request failed ({turn.error_type})"
+    elif "length" in turn.finish_reasons:
+        cut = "cut off: the model hit its length limit"
+    if cut:
+        entries = [replace(e, cut=cut) if e.kind == "text" else e for e in entries]
+    if turn.error_type is not None:
+        text = f"the model request failed: {turn.error_type}" + ("" if entries else " (no answer)")
+        entries.append(
+            TranscriptEntry("error", "model_error", text, turn.span_id, at_ns=turn.end_ns)
+        )
+    return entries
 
 
 def _key(message: dict[str, Any]) -> bytes:
@@ -107,11 +123,16 @@ def transcript(turns: Sequence[ModelTurn]) -> list[TranscriptEntry]:
         keys = [_key(m) for m in inputs]
         start = len(history) if keys[: len(history)] == history else 0
         for message in inputs[start:]:
-            entries.extend(_entries(message, turn.span_id))
+            entries.extend(_entries(message, turn.span_id, turn.start_ns))
         history = keys + [_key(m) for m in turn.output_messages]
-        for message in turn.output_messages:
-            entries.extend(_entries(message, turn.span_id))
+        entries.extend(_answer(turn))
     return entries
+
+
+def call_links(turns: Sequence[ModelTurn], spans: Sequence[dict[str, Any]]) -> list[CallLink]:
+    """Which tool span executed which requested call: the one place the page finds the
+    model -> tool link (by tool name and arguments, `scorers.model.link_calls`)."""
+    return link_calls(turns, agent_calls(spans))
 
 
 def build_model_view(spans: Sequence[dict[str, Any]]) -> ModelView | None:
@@ -119,11 +140,12 @@ def build_model_view(spans: Sequence[dict[str, Any]]) -> ModelView | None:
     turns = model_turns(spans)
     if not turns:
         return None
-    links = link_calls(turns, agent_calls(spans))
+    links = call_links(turns, spans)
     return ModelView(
         turns=turns,
         transcript=transcript(turns),
         requested_by={link.tool_span_id: link.model_span_id for link in links},
+        executed={link.call_id: link.tool_span_id for link in links if link.call_id},
     )
 
 

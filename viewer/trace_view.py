@@ -163,9 +163,15 @@ def _tree_order(spans: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], i
     """Depth-first order, children by start time; spans whose parent is absent are roots."""
     known = {s["span_id"] for s in spans}
     children: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
+    checks: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
     for span in spans:
         parent = span.get("parent_span_id")
-        children[parent if parent in known and parent != span["span_id"] else None].append(span)
+        key = parent if parent in known and parent != span["span_id"] else None
+        # tracecard's own checks (verifier spans) follow the agent's calls under each parent
+        is_check = (span.get("attributes") or {}).get(sc.ROLE) == sc.ROLE_VERIFIER
+        (checks if is_check else children)[key].append(span)
+    for key, found in checks.items():
+        children[key].extend(found)
     ordered: list[tuple[dict[str, Any], int]] = []
     visited: set[str] = set()
     stack = [(s, 0) for s in reversed(children[None])]

@@ -40,7 +40,10 @@ def _chips(line: SpanLine) -> str:
         user = escape(line.turn_user if len(line.turn_user) <= 120 else line.turn_user[:117] + "…")
         chips.append(f'<span class="chip turn" title="the user message of this turn">{user}</span>')
     if line.role == "verifier":
-        chips.append('<span class="chip" title="outcome probe">verifier</span>')
+        chips.append(
+            '<span class="chip check" title="an outcome probe tracecard ran, not the agent">'
+            "check</span>"
+        )
     for component, passed in line.verdicts if line.evidence else ():
         state = "pass" if passed else ("na" if passed is None else "fail")
         name = escape(component)
@@ -48,6 +51,13 @@ def _chips(line: SpanLine) -> str:
             f'<span class="chip {state} ev" title="cited by the {name} evidence">{name}</span>'
         )
     return "".join(chips)
+
+
+def _label(line: SpanLine) -> str:
+    """A row's name: tracecard's checks say so instead of looking like the agent's calls."""
+    if line.role == "verifier":
+        return f"check: {line.tool or line.name}"
+    return line.name
 
 
 def waterfall_rows(run_id: str, lines: list[SpanLine]) -> Markup:
@@ -60,7 +70,8 @@ def waterfall_rows(run_id: str, lines: list[SpanLine]) -> Markup:
         rows.append(
             f'<li class="span k-{line.kind}" id="span-{sid}">'
             f'<details hx-get="{base}{sid}" hx-trigger="toggle once">'
-            f'<summary><span class="name {line.depth_class}">{escape(line.name)}</span>'
+            f'<summary><span class="name {line.depth_class}" title="{escape(line.name)}">'
+            f"{escape(_label(line))}</span>"
             f'<span class="tags">{_chips(line)}</span>'
             f'<span class="dur">{escape(duration(line.duration_ns))}</span>'
             '<svg class="bar" viewBox="0 0 1000 10" preserveAspectRatio="none" '

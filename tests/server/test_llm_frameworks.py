@@ -78,8 +78,9 @@ async def test_pydantic_ai_openai_model_and_mcp_toolset(tracecard: RunningServer
     assert result.output.startswith("The answer is 42")
     check_one_trace(tracecard.url, run, result.output)
     page = httpx.get(f"{tracecard.url}/runs/{run['id']}", timeout=30).text
-    assert "Conversation" in page and "2 model turns" in page
-    assert "asks for add (call_add)" in page and "asked by the model" in page
+    assert "What happened" in page and "2 model turns" in page
+    assert "model asks for add" in page and '<code class="call-id">call_add</code>' in page
+    assert "asked by the model" in page
     assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 1  # escaped, shown once
     assert "<script>alert(1)" not in page
 

@@ -17,7 +17,8 @@ def test_transcript_adds_only_what_each_request_repeats_anew() -> None:
     # history is not the exact conversation, so it is shown again), the result, the answer
     assert rows[:2] == [("user", "text"), ("assistant", "tool_call")]
     assert rows[-2:] == [("tool", "tool_result"), ("assistant", "text")]
-    assert view.transcript[1].label == "add (c1)" and view.transcript[-1].text == "It is 42."
+    assert (view.transcript[1].label, view.transcript[1].call_id) == ("add", "c1")
+    assert view.transcript[-1].text == "It is 42."
     assert (view.usage.input_tokens, view.usage.output_tokens) == (20, 10)
 
 

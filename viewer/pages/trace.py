@@ -21,6 +21,8 @@ from tracecard.viewer.conversation import annotate_lines, build_model_view, has_
 from tracecard.viewer.payloads import payload
 from tracecard.viewer.rendering import html_response, page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
+from tracecard.viewer.story import build_story
+from tracecard.viewer.task_view import run_task, task_view
 from tracecard.viewer.trace_view import build_trace, span_error, span_evidence
 from tracecard.viewer.waterfall import waterfall_rows
 
@@ -67,11 +69,15 @@ def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]
     agreement = agreement_rates(store, run.experiment_id)
     trace = build_trace(spans, scores)
     # the model side needs payloads (messages, requested calls): read them only when present
-    model = build_model_view(store.spans_for_run(run_id)) if has_model_spans(spans) else None
+    full = store.spans_for_run(run_id) if has_model_spans(spans) else None
+    model = build_model_view(full) if full is not None else None
     if model is not None:
         annotate_lines(trace.lines, model)
+    task = run_task(store, run)
     return {
         "model": model,
+        "story": build_story(store, run, spans, full, model),
+        "task": task_view(task) if task is not None else None,
         "run": run,
         "trace": trace,
         "rows": waterfall_rows(run.id, trace.lines),

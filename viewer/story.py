@@ -1,0 +1,213 @@
+"""What happened in a run, in words: a transcript built from its trace, for the top of the
+trace page.
+
+User turns, the model's messages where the `/llm/` proxy recorded them (viewer.conversation),
+each tool call the agent made with its arguments and a readable result, errors, in time order;
+then the checks tracecard itself ran (outcome probes: verifier spans), apart from the agent's
+calls. Only the first `MAX_CALLS` calls are read with their payloads (the waterfall lists every
+span), so a 5,000-span trace costs one bounded query here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from tracecard.traces import semconv as sc
+from tracecard.traces.models import RunRow
+from tracecard.traces.store import Store
+from tracecard.traces.trial_calls import first_agent_calls
+from tracecard.viewer.conversation import ModelView, TranscriptEntry
+from tracecard.viewer.payloads import Image, parse_json_text, pretty, readable_result
+from tracecard.viewer.trace_view import span_error
+
+MAX_CALLS: Final = 60  # agent calls read with payloads for the transcript
+MAX_CHECKS: Final = 40  # verifier spans read for the checks list
+ARGUMENT_CHARS: Final = 2000
+
+
+@dataclass(frozen=True)
+class StoryEntry:
+    """One line of the transcript."""
+
+    kind: str  # user | assistant | reasoning | refusal | asks | call | tool | model_error | other
+    who: str  # "user", "model", "agent called lookup_order", ...
+    text: str
+    span_id: str
+    at_ns: int
+    call_id: str = ""  # a tool call's id, as recorded
+    result: str | None = None  # a call's readable result
+    images: tuple[Image, ...] = ()
+    error: str | None = None
+    cut: str = ""  # why the text is incomplete
+    duration_ns: int | None = None
+    target: str = ""  # the span that executed a requested call
+
+
+@dataclass
+class Story:
+    """The transcript and the checks."""
+
+    entries: list[StoryEntry] = field(default_factory=list)
+    checks: list[StoryEntry] = field(default_factory=list)
+    calls_total: int = 0  # agent calls the run made
+    calls_shown: int = 0
+    more_from: str | None = None  # the first call not shown (the waterfall has it)
+
+
+def _arguments(raw: Any) -> str:
+    text = pretty(parse_json_text(raw)) if raw not in (None, "") else "(no arguments)"
+    if len(text) > ARGUMENT_CHARS:
+        return f"{text[:ARGUMENT_CHARS]}… ({len(text)} characters)"
+    return text
+
+
+def _duration(span: dict[str, Any]) -> int | None:
+    end = span.get("end_time_unix_nano")
+    return None if end is None else max(0, int(end) - int(span.get("start_time_unix_nano") or 0))
+
+
+def call_entry(span: dict[str, Any], requested: bool = False) -> StoryEntry | None:
+    """A tool call the agent made (as the proxy recorded it), or None for other spans."""
+    attributes = span.get("attributes") or {}
+    if attributes.get(sc.ROLE) != sc.ROLE_AGENT or attributes.get(sc.GEN_AI_PROVIDER_NAME):
+        return None
+    tool = attributes.get(sc.GEN_AI_TOOL_NAME)
+    method = attributes.get(sc.MCP_METHOD_NAME)
+    if tool is None and method not in (None, "tools/call"):
+        return None  # initialize, tools/list...: plumbing, in the waterfall only
+    raw = attributes.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS, attributes.get(sc.REQUEST_BODY))
+    result = attributes.get(sc.GEN_AI_TOOL_CALL_RESULT, attributes.get(sc.RESPONSE_BODY))
+    readable = readable_result(result) if result is not None else None
+    error = span_error(span)
+    if error is None and readable is not None and readable.is_error:
+        error = "the tool answered isError"
+    name = str(tool or span.get("name") or "call")
+    return StoryEntry(
+        kind="call",
+        who=f"{'then ' if requested else ''}called {name}",
+        text=_arguments(raw),
+        span_id=str(span["span_id"]),
+        at_ns=int(span.get("start_time_unix_nano") or 0),
+        call_id=str(attributes.get("gen_ai.tool.call.id") or ""),
+        result=readable.text if readable is not None else None,
+        images=tuple(readable.images) if readable is not None else (),
+        error=error,
+        cut=(
+            f"cut by the recorder: {readable.cut_from} bytes originally"
+            if readable is not None and readable.cut_from
+            else ""
+        ),
+        duration_ns=_duration(span),
+    )
+
+
+def check_entry(span: dict[str, Any]) -> StoryEntry:
+    """An outcome probe tracecard ran after (or between) the agent's turns."""
+    attributes = span.get("attributes") or {}
+    probe = attributes.get(sc.PROBE_ID) or attributes.get(sc.GEN_AI_TOOL_NAME) or span.get("name")
+    what = attributes.get(sc.GEN_AI_TOOL_NAME) or attributes.get(sc.PROBE_KIND) or "probe"
+    turn = attributes.get(sc.TURN_INDEX)
+    observed = attributes.get(sc.PROBE_VALUE)
+    readable = readable_result(observed) if observed is not None else None
+    error = attributes.get(sc.PROBE_ERROR) or span_error(span)
+    return StoryEntry(
+        kind="check",
+        who=f"check {probe}" + (f" after turn {turn}" if turn is not None else ""),
+        text=f"tracecard read {what}",
+        span_id=str(span["span_id"]),
+        at_ns=int(span.get("start_time_unix_nano") or 0),
+        result=readable.text if readable is not None else None,
+        error=str(error) if error else None,
+        duration_ns=_duration(span),
+    )
+
+
+def _model_entry(entry: TranscriptEntry, model: ModelView) -> StoryEntry | None:
+    if entry.kind == "tool_result" and entry.call_id in model.executed:
+        return None  # the executed call shows its result itself
+    kinds = {"tool_call": "asks", "tool_result": "tool", "model_error": "model_error"}
+    kind = kinds.get(entry.kind) or (entry.kind if entry.kind != "text" else entry.role)
+    if entry.kind == "tool_call":
+        who = f"model asks for {entry.label}"
+    elif entry.kind == "tool_result":
+        who = "tool result fed back"
+    elif entry.kind == "model_error":
+        who = "model error"
+    else:
+        who = {"assistant": "model", "system": "system"}.get(entry.role, entry.role)
+        who += f" ({entry.kind})" if entry.kind not in ("text", "other") else ""
+    return StoryEntry(
+        kind=kind,
+        who=who,
+        text=entry.text,
+        span_id=entry.span_id,
+        at_ns=entry.at_ns,
+        call_id=entry.call_id,
+        cut=entry.cut,
+        error=entry.text if entry.kind == "model_error" else None,
+        target=model.executed.get(entry.call_id, "") if entry.kind == "tool_call" else "",
+    )
+
+
+def _turn_entry(span: dict[str, Any]) -> StoryEntry | None:
+    user = (span.get("attributes") or {}).get(sc.TURN_USER)
+    if not isinstance(user, str):
+        return None
+    return StoryEntry(
+        kind="user",
+        who=f"user ({span.get('name')})",
+        text=user,
+        span_id=str(span["span_id"]),
+        at_ns=int(span.get("start_time_unix_nano") or 0),
+    )
+
+
+def build_story(
+    store: Store,
+    run: RunRow,
+    outline: Sequence[dict[str, Any]],
+    full: Sequence[dict[str, Any]] | None,
+    model: ModelView | None,
+) -> Story:
+    """The transcript of `run`: from its full spans when they were read (a run with model
+    spans), else from its first `MAX_CALLS` agent calls and its checks."""
+    story = Story()
+    total: int | None = None
+    if full is not None:
+        spans: list[dict[str, Any]] = list(full)
+    else:
+        read = first_agent_calls(store, [run], MAX_CALLS)
+        spans = read.spans.get(run.id, [])
+        story.more_from = read.next_call.get(run.id)
+        total = read.totals.get(run.id, 0)
+        verifier = [
+            s["span_id"]
+            for s in outline
+            if (s.get("attributes") or {}).get(sc.ROLE) == sc.ROLE_VERIFIER
+        ][:MAX_CHECKS]
+        spans += [s for s in (store.span(span_id) for span_id in verifier) if s is not None]
+    requested = set(model.requested_by) if model is not None else set()
+    calls = []
+    for span in spans:
+        attributes = span.get("attributes") or {}
+        if attributes.get(sc.ROLE) == sc.ROLE_VERIFIER:
+            if len(story.checks) < MAX_CHECKS:
+                story.checks.append(check_entry(span))
+            continue
+        entry = call_entry(span, span["span_id"] in requested)
+        if entry is not None:
+            calls.append(entry)
+        elif model is None and (turn := _turn_entry(span)) is not None:
+            story.entries.append(turn)
+    story.calls_total = total if total is not None else len(calls)
+    if len(calls) > MAX_CALLS:
+        story.more_from = calls[MAX_CALLS].span_id
+    story.calls_shown = min(len(calls), MAX_CALLS)
+    story.entries += calls[:MAX_CALLS]
+    if model is not None:
+        story.entries += [e for t in model.transcript if (e := _model_entry(t, model)) is not None]
+    story.entries.sort(key=lambda e: e.at_ns)  # stable: a request's messages keep their order
+    story.checks.sort(key=lambda e: e.at_ns)
+    return story
