@@ -115,3 +115,57 @@ def test_compare_five_trials_with_repeats(served: Served, watched: Watched) -> N
     ]
     _shot(watched, served, "compare-trials-repeats")
     watched.clean()
+
+
+def test_compare_two_experiments(served: Served, watched: Watched) -> None:
+    page, ops = watched.page, served.ops
+    baseline, candidate = ops.experiments["baseline"], ops.experiments["candidate"]
+    # the empty page offers the newest experiment against the one before it, never itself
+    page.goto(f"{served.url}/compare/experiments")
+    assert page.get_by_label("A (baseline)").input_value() == baseline
+    assert page.get_by_label("B (candidate)").input_value() == candidate
+    page.get_by_role("button", name="Compare").click()
+    page.locator(".verdict-box").wait_for()
+    assert page.url.endswith(f"?a={baseline}&b={candidate}&component=outcome")
+    # every component in one table, the headline's verdict box above
+    heads = page.locator("table.components thead th.component").all_inner_texts()
+    assert heads == ["invocation", "completion", "outcome", "safety", "efficiency"]
+    rows = page.locator("table.components tbody tr")
+    assert rows.count() == 4
+    tasks = [rows.nth(i).locator("th").inner_text() for i in range(4)]
+    # regressions first: export-report (outcome 100% -> 60%) and weather (safety 100% -> 60%)
+    assert tasks[:2] == ["export-report", "weather"] and set(tasks[2:]) == {
+        "list-files",
+        "refund-order",
+    }
+    export = rows.nth(0).locator("td.cmp").nth(2)
+    assert export.inner_text().split() == ["100%", "→", "60%", "regressed"]
+    # weather passes outcome in both, but B raised 2 unsafe successes: side by side
+    weather = rows.nth(1)
+    assert weather.locator("td.cmp").nth(2).inner_text().split() == [
+        "100%",
+        "→",
+        "100%",
+        "both",
+        "pass",
+    ]
+    assert weather.locator("td.cmp").nth(3).inner_text().split()[:3] == ["100%", "→", "60%"]
+    assert weather.locator("td.flags").inner_text().strip() == "unsafe success 0 → 2"
+    assert weather.locator("td.flags .chip.fail").count() == 1
+    improved = rows.filter(has_text="list-files").locator("td.cmp").nth(2)
+    assert improved.inner_text().split() == ["40%", "→", "100%", "improved"]
+    # the verdict of each component under its column; the headline's in the box
+    assert page.locator(".verdict-box h2").inner_text() == "undecided"  # 4 tasks: too few
+    assert page.locator("table.components tfoot td strong").count() == 5
+    # the chart: the outcome pass_rate of every task, one bar per side per task
+    chart = page.locator("figure.chart svg")
+    assert chart.locator("rect.bar").count() == 8
+    assert chart.locator("rect.side-a").count() == 4 and chart.locator("rect.side-b").count() == 4
+    widths = chart.locator("rect.side-b").evaluate_all("rs => rs.map(r => r.getAttribute('width'))")
+    assert widths[0] == "216.0"  # export-report: B 60% of 360 px, drawn first as in the table
+    _shot(watched, served, "compare-experiments")
+    # comparing an experiment with itself is refused in words
+    page.goto(f"{served.url}/compare/experiments?a={candidate}&b={candidate}")
+    assert "same experiment" in page.get_by_role("alert").inner_text()
+    assert page.locator(".verdict-box").count() == 0
+    watched.clean()

@@ -9,15 +9,18 @@ from litestar.datastructures import State
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import Parameter
 
-from tracecard.scorers.compare import ComparisonError, compare_experiments
+from tracecard.scorers.compare import ComparisonError
 from tracecard.scorers.registry import check_component, component_names
 from tracecard.traces import queries
+from tracecard.traces.models import ExperimentRow
 from tracecard.traces.store import Store
 from tracecard.traces.trial_calls import first_agent_calls
 from tracecard.traces.verdicts import verdicts_for_runs
 from tracecard.viewer.align import ALIGN_CAP
+from tracecard.viewer.charts import Series, rate_bars
 from tracecard.viewer.compare_rows import aligned_rows
 from tracecard.viewer.compare_runs import compare_runs
+from tracecard.viewer.experiment_compare import compare_all
 from tracecard.viewer.rendering import page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
 from tracecard.viewer.scorecards import experiment_card
@@ -54,8 +57,22 @@ def _compare_runs_html(
     )
 
 
+def _default_pair(experiments: list[ExperimentRow]) -> tuple[str | None, str | None]:
+    """The newest experiment and the one before it on the same suite version: what the empty
+    page offers to compare (never an experiment with itself)."""
+    for index, newer in enumerate(experiments):
+        older = (e for e in experiments[index + 1 :] if e.suite_version == newer.suite_version)
+        previous = next(older, None)
+        if previous is not None:
+            return previous.id, newer.id
+    return None, None
+
+
 def _compare_experiments_html(store: Store, a: str | None, b: str | None, component: str) -> str:
     experiments = queries.list_experiments(store)
+    chosen = bool(a and b)
+    if not chosen:
+        a, b = _default_pair(experiments)
     context: dict[str, object] = {
         "experiments": experiments,
         "a": a,
@@ -65,7 +82,9 @@ def _compare_experiments_html(store: Store, a: str | None, b: str | None, compon
         "comparison": None,
         "problem": None,
     }
-    if a and b:
+    if chosen and a == b:
+        context["problem"] = "A and B are the same experiment: choose two different experiments"
+    elif chosen and a and b:
         side_a, side_b = queries.get_experiment(store, a), queries.get_experiment(store, b)
         if side_a is None or side_b is None:
             missing = a if side_a is None else b
@@ -73,11 +92,30 @@ def _compare_experiments_html(store: Store, a: str | None, b: str | None, compon
         card_a, card_b = experiment_card(store, side_a), experiment_card(store, side_b)
         context.update(side_a=side_a, side_b=side_b)
         try:
-            context["comparison"] = compare_experiments(
-                card_a.scorecard, card_b.scorecard, component
-            )
+            view = compare_all(card_a.scorecard, card_b.scorecard, component)
         except ComparisonError as exc:
             context["problem"] = str(exc)
+        else:
+            context["comparison"] = view.headline
+            context["view"] = view
+            column = view.components.index(component)
+            cells = [t.cells[column] for t in view.tasks]
+            context["chart"] = rate_bars(
+                f"{component} pass_rate per task, A and B",
+                [t.task_id for t in view.tasks],
+                [
+                    Series(
+                        f"A {side_a.config_name}",
+                        "side-a",
+                        [None if c is None else c.a for c in cells],
+                    ),
+                    Series(
+                        f"B {side_b.config_name}",
+                        "side-b",
+                        [None if c is None else c.b for c in cells],
+                    ),
+                ],
+            )
     return render_html("compare_experiments.html", **context)
 
 

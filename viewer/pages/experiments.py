@@ -31,7 +31,7 @@ def _experiments_html(store: Store) -> str:
     counts = queries.experiment_counts(store, [e.id for e in experiments])
     lines = []
     for index, experiment in enumerate(experiments):
-        older = (e for e in experiments[index + 1 :] if e.suite_name == experiment.suite_name)
+        older = (e for e in experiments[index + 1 :] if e.suite_version == experiment.suite_version)
         previous = next(older, None)
         runs, failed = counts.get(experiment.id, (0, 0))
         lines.append(ExperimentLine(experiment, runs, failed, previous.id if previous else None))
