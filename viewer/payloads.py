@@ -6,6 +6,7 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import orjson
@@ -195,3 +196,34 @@ def _without_image_data(value: Any) -> Any:
         for item in content
     ]
     return {**parsed, "content": shown}
+
+
+@dataclass(frozen=True)
+class SpanEvent:
+    """A span event for people: its name, its time in UTC, its attributes with JSON text
+    decoded (an evaluation event's explanation is JSON inside JSON as stored)."""
+
+    name: str
+    at: str
+    attributes: list[Payload]
+
+
+def clock(ns: int | None) -> str:
+    """Nanoseconds since the epoch as a UTC time to the millisecond."""
+    if not ns:
+        return "—"
+    moment = datetime.fromtimestamp(ns / 1e9, tz=UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+
+
+def span_event(event: dict[str, Any]) -> SpanEvent:
+    """One stored span event, decoded for display."""
+    attributes = event.get("attributes") if isinstance(event.get("attributes"), dict) else {}
+    return SpanEvent(
+        name=str(event.get("name") or "event"),
+        at=clock(int(event.get("time_unix_nano") or 0)),
+        attributes=[
+            payload(str(key), value, collapse_above=10**9)  # no lazy fetch: not an attribute
+            for key, value in sorted((attributes or {}).items())
+        ],
+    )

@@ -10,7 +10,7 @@ span), so a 5,000-span trace costs one bounded query here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -25,6 +25,7 @@ from tracecard.viewer.trace_view import span_error
 MAX_CALLS: Final = 60  # agent calls read with payloads for the transcript
 MAX_CHECKS: Final = 40  # verifier spans read for the checks list
 ARGUMENT_CHARS: Final = 2000
+ArgumentsOf = Callable[[str], dict[str, Any] | None]  # span id -> the call's arguments
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Story:
     calls_total: int = 0  # agent calls the run made
     calls_shown: int = 0
     more_from: str | None = None  # the first call not shown (the waterfall has it)
+    spans: dict[str, dict[str, Any]] = field(default_factory=dict)  # the spans read, by id
 
 
 def _arguments(raw: Any) -> str:
@@ -188,6 +190,7 @@ def build_story(
             if (s.get("attributes") or {}).get(sc.ROLE) == sc.ROLE_VERIFIER
         ][:MAX_CHECKS]
         spans += [s for s in (store.span(span_id) for span_id in verifier) if s is not None]
+    story.spans = {str(s["span_id"]): s for s in spans}
     requested = set(model.requested_by) if model is not None else set()
     calls = []
     for span in spans:
@@ -211,3 +214,22 @@ def build_story(
     story.entries.sort(key=lambda e: e.at_ns)  # stable: a request's messages keep their order
     story.checks.sort(key=lambda e: e.at_ns)
     return story
+
+
+def arguments_reader(
+    known: dict[str, dict[str, Any]], read: Callable[[str], dict[str, Any] | None], cap: int = 50
+) -> ArgumentsOf:
+    """Arguments by span id: from spans already read, else read one by one (at most `cap`)."""
+    cache: dict[str, dict[str, Any] | None] = {}
+
+    def arguments_of(span_id: str) -> dict[str, Any] | None:
+        if span_id not in cache:
+            span = known.get(span_id)
+            if span is None and len(cache) < cap:
+                span = read(span_id)
+            attributes = (span or {}).get("attributes") or {}
+            parsed = parse_json_text(attributes.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
+            cache[span_id] = parsed if isinstance(parsed, dict) else None
+        return cache[span_id]
+
+    return arguments_of

@@ -63,9 +63,7 @@ def test_model_errors_are_errors_and_cut_text_is_marked() -> None:
 
 
 def test_results_are_unwrapped_and_images_are_images() -> None:
-    pixel = (
-        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-    )
+    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
     result = {
         "content": [
             {"type": "text", "text": json.dumps({"ok": True})},
@@ -81,3 +79,58 @@ def test_results_are_unwrapped_and_images_are_images() -> None:
     assert readable.images[0].src == f"data:image/png;base64,{pixel}"
     cut = json.dumps(result)[:50] + "…[truncated by tracecard: original size 307200 bytes]"
     assert readable_result(cut).cut_from == 307200
+
+
+def _rows(page: str, anchor: str) -> list[list[str]]:
+    """The rows of one evidence table, as cell texts."""
+    block = page[page.index(f'id="{anchor}"') :].split("</table>", 1)[0]
+    rows = re.findall(r"<tr class=\"(ok|bad|na)\">(.*?)</tr>", block, re.S)
+    return [
+        [state]
+        + [
+            html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
+            for c in re.findall(r"<td[^>]*>(.*?)</td>", cells, re.S)
+        ]
+        for state, cells in rows
+    ]
+
+
+async def test_evidence_reads_as_expected_against_observed(night_client: NightClient) -> None:
+    night = night_client.night
+    run = night.runs[("last-night", "refund-order", 1)]  # refunded 425 instead of 42.5
+    page = (await night_client.client.get(f"/runs/{run}")).text
+    refund_span = night.spans[run][1]
+    # invocation: the expected refund is missing; its closest call differs in the amount only
+    invocation = _rows(page, "ev-invocation-1")
+    assert ["ok", "order_id", '= "A-1001"', "A-1001", "✓"] in invocation
+    amount = next(r for r in invocation if r[1] == "amount")
+    assert amount[:4] == ["bad", "amount", "42.5 ± 0.01", "425"] and "✗" in amount[4]
+    block = page[page.index('id="ev-invocation-1"') :].split("</table>", 1)[0]
+    assert "missing (closest call shown)" in block and f'href="#span-{refund_span}"' in block
+    # outcome: the predicate that failed, with what was expected and what the probe saw
+    outcome = _rows(page, "ev-outcome-0")
+    failing = next(r for r in outcome if r[0] == "bad")
+    assert failing[1:4] == ["order · $.structuredContent.refunded_amount", "approx 42.5", "425"]
+    held = next(r for r in outcome if r[0] == "ok")
+    assert held[1:4] == ["order · $.structuredContent.refunded", "eq true", "true"]
+    assert "raw JSON" in page  # the stored JSON, one click away
+
+
+async def test_a_timed_out_run_shows_its_budget_and_its_error(night_client: NightClient) -> None:
+    night = night_client.night
+    run = night.runs[("last-night", "book-flight", 0)]
+    page = (await night_client.client.get(f"/runs/{run}")).text
+    assert "run did not end on its own (status timed_out)" in page
+    errors = _rows(page, "ev-efficiency-1")
+    assert errors[0][:3] == ["bad", "timeout", "no"]
+    assert f'href="#span-{night.spans[run][0]}"' in page.split('id="ev-efficiency-1"')[1]
+
+
+async def test_root_span_evaluation_events_are_decoded(night_client: NightClient) -> None:
+    night = night_client.night
+    run = night.runs[("last-night", "refund-order", 1)]
+    root = (await night_client.client.get("/api/runs/" + run)).json()["root_span_id"]
+    detail = html.unescape((await night_client.client.get(f"/runs/{run}/spans/{root}")).text)
+    assert "gen_ai.evaluation.result" in detail
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", detail)  # not nanoseconds
+    assert '"order": "subsequence"' in detail  # the explanation's JSON, decoded and indented

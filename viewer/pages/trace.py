@@ -18,10 +18,11 @@ from tracecard.traces.store import Store
 from tracecard.traces.verdicts import add_verdict, agreement_rates, verdicts_for_runs
 from tracecard.viewer import csrf
 from tracecard.viewer.conversation import annotate_lines, build_model_view, has_model_spans
-from tracecard.viewer.payloads import payload
+from tracecard.viewer.evidence import component_evidence
+from tracecard.viewer.payloads import payload, span_event
 from tracecard.viewer.rendering import html_response, page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
-from tracecard.viewer.story import build_story
+from tracecard.viewer.story import arguments_reader, build_story
 from tracecard.viewer.task_view import run_task, task_view
 from tracecard.viewer.trace_view import build_trace, span_error, span_evidence
 from tracecard.viewer.waterfall import waterfall_rows
@@ -74,9 +75,12 @@ def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]
     if model is not None:
         annotate_lines(trace.lines, model)
     task = run_task(store, run)
+    story = build_story(store, run, spans, full, model)
+    arguments_of = arguments_reader(story.spans, store.span)
     return {
         "model": model,
-        "story": build_story(store, run, spans, full, model),
+        "story": story,
+        "evidence": {s.component: component_evidence(s, task, arguments_of) for s in scores},
         "task": task_view(task) if task is not None else None,
         "run": run,
         "trace": trace,
@@ -135,7 +139,7 @@ def _detail_html(store: Store, run_id: str, span_id: str) -> str:
         tool=attributes.get(sc.GEN_AI_TOOL_NAME),
         payloads=payloads,
         attributes=rest,
-        events=[payload("event", e, collapse_above=1024) for e in span.get("events") or []],
+        events=[span_event(e) for e in span.get("events") or [] if isinstance(e, dict)],
         evidence=span_evidence(span_id, scores),
         redacted=redacted,
     )

@@ -1,0 +1,409 @@
+"""Each score's evidence as small tables a person reads in seconds: expected against observed,
+✓/✗ per row, every cited span a link; the raw JSON one click away.
+
+The shapes are the scorers' as stored (scorers/invocation.py, outcome.py, safety.py,
+efficiency.py, completion.py, composite.py); a key this module does not know is shown in a
+plain key/value table, so a scorer that adds a field loses nothing here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from tracecard.scorers.suite import Task
+from tracecard.traces.models import ScoreRow
+from tracecard.viewer.story import ArgumentsOf
+from tracecard.viewer.task_view import matcher_text
+from tracecard.viewer.trace_view import cited_span_ids
+
+SHOW_PASSING: Final = 4  # passing rows shown before the rest collapse behind a count
+CELL_CHARS: Final = 300
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    code: bool = True  # monospace (a value), else prose
+
+
+@dataclass
+class Row:
+    cells: list[Cell]
+    ok: bool | None = None  # ✓, ✗, or neither
+    spans: list[str] = field(default_factory=list)
+    note: str = ""  # why it failed, differing paths
+
+
+@dataclass
+class Table:
+    """One small table: a caption (with its own ✓/✗ and span links), a head, rows."""
+
+    anchor: str  # the element id: `ev-<component>-<n>`, a permalink
+    caption: str
+    head: tuple[str, ...]
+    rows: list[Row] = field(default_factory=list)
+    hidden: list[Row] = field(default_factory=list)  # passing rows past SHOW_PASSING
+    ok: bool | None = None
+    spans: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def settle(self) -> Table:
+        """Show every failing row; collapse passing rows past the first few behind a count."""
+        passing = [r for r in self.rows if r.ok is True]
+        if len(passing) > SHOW_PASSING + 1:
+            keep = {id(r) for r in passing[:SHOW_PASSING]}
+            self.hidden = [r for r in self.rows if r.ok is True and id(r) not in keep]
+            self.rows = [r for r in self.rows if r.ok is not True or id(r) in keep]
+        return self
+
+
+@dataclass
+class ComponentEvidence:
+    component: str
+    facts: list[tuple[str, str]] = field(default_factory=list)  # a one-line summary
+    tables: list[Table] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    raw: str = ""
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "—"
+    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
+
+
+def _mark(ok: bool | None) -> str:
+    return "✓" if ok else ("–" if ok is None else "✗")
+
+
+class _Builder:
+    def __init__(self, score: ScoreRow, task: Task | None, arguments_of: ArgumentsOf) -> None:
+        self.score = score
+        self.task = task
+        self.arguments_of = arguments_of
+        self.out = ComponentEvidence(component=score.component)
+        self.used: set[str] = set()
+
+    def table(self, caption: str, head: tuple[str, ...], **extra: Any) -> Table:
+        table = Table(f"ev-{self.score.component}-{len(self.out.tables)}", caption, head, **extra)
+        self.out.tables.append(table)
+        return table
+
+    def fact(self, evidence: dict[str, Any], key: str, label: str | None = None) -> None:
+        if key in evidence:
+            self.used.add(key)
+            self.out.facts.append((label or key.replace("_", " "), _text(evidence[key])))
+
+    # --- invocation ---------------------------------------------------------------------------
+    def invocation(self, evidence: dict[str, Any], turn: int | None = None) -> None:
+        self.used |= {"expected", "extra_calls", "calls", "turns", "mode"}
+        spec = self.task.invocation if self.task is not None else None
+        if turn is not None and self.task is not None and turn < len(self.task.turns):
+            spec = self.task.turns[turn].invocation
+        prefix = f"turn {turn}: " if turn is not None else ""
+        for index, row in enumerate(evidence.get("expected") or []):
+            if not isinstance(row, dict):
+                continue
+            expected = spec.calls[index] if spec is not None and index < len(spec.calls) else None
+            matched = row.get("span_id")
+            closest = [c for c in row.get("closest") or [] if isinstance(c, dict)]
+            shown = matched or (closest[0].get("span_id") if closest else None)
+            why = [str(w) for w in (closest[0].get("why") or [])] if closest and not matched else []
+            if matched:
+                caption = f"{prefix}{row.get('tool')}: matched"
+            elif closest:
+                caption = f"{prefix}{row.get('tool')}: missing (closest call shown)"
+            else:
+                caption = f"{prefix}{row.get('tool')}: missing"
+            table = self.table(
+                caption,
+                ("argument", "expected", "observed"),
+                ok=bool(matched),
+                spans=[s for s in [shown] if s],
+                note="; ".join(why) if why else str(row.get("why") or ""),
+            )
+            observed = self.arguments_of(shown) if shown else None
+            names = list(expected.arguments) if expected is not None else []
+            names += [n for n in (observed or {}) if n not in names]
+            for name in names:
+                failing = [w for w in why if w.startswith(f"{name}:")]
+                ok: bool | None = None if shown is None else (not failing)
+                wanted = (
+                    matcher_text(expected.arguments[name])
+                    if expected and name in (expected.arguments)
+                    else "(not checked)"
+                )
+                if expected is not None and name not in expected.arguments:
+                    ok = None
+                seen = (observed or {}).get(name, "(absent)") if observed is not None else "?"
+                table.rows.append(
+                    Row([Cell(name), Cell(wanted), Cell(_text(seen))], ok, note="; ".join(failing))
+                )
+            if any(r.note for r in table.rows):
+                table.note = ""  # each failing argument says why on its own row
+            table.settle()
+        extras = [c for c in evidence.get("extra_calls") or evidence.get("calls") or [] if c]
+        if extras:
+            label = "calls made where none was expected" if "calls" in evidence else "extra calls"
+            table = self.table(f"{prefix}{label} ({len(extras)})", ("tool", "span"))
+            for call in extras:
+                if isinstance(call, dict):
+                    sid = str(call.get("span_id") or "")
+                    table.rows.append(
+                        Row([Cell(_text(call.get("tool")))], None, [sid] if sid else [])
+                    )
+        for key in ("matched", "precision", "recall", "order", "allow_extra", "source", "note"):
+            self.fact(evidence, key)
+
+    # --- outcome ------------------------------------------------------------------------------
+    def outcome(self, evidence: dict[str, Any], turn: int | None = None) -> None:
+        self.used |= {"predicates", "turns", "mode"}
+        rows = [p for p in evidence.get("predicates") or [] if isinstance(p, dict)]
+        if rows:
+            caption = f"after turn {turn}: predicates" if turn is not None else "predicates"
+            table = self.table(caption, ("probe · path", "expected", "observed"))
+            for p in rows:
+                op, value = str(p.get("op") or ""), p.get("value")
+                wanted = op if op in ("exists", "absent") else f"{op} {_text(value)}"
+                notes = [str(p["reason"])] if p.get("reason") and not p.get("holds") else []
+                if p.get("differing"):
+                    notes.append("differs at " + ", ".join(str(d) for d in p["differing"]))
+                if p.get("unchanged"):
+                    notes.append("already held before the run (unchanged)")
+                table.rows.append(
+                    Row(
+                        [
+                            Cell(f"{p.get('probe')} · {p.get('path')}"),
+                            Cell(wanted),
+                            Cell(_text(p.get("observed"))),
+                        ],
+                        bool(p.get("holds")) if "holds" in p else None,
+                        [str(p["span_id"])] if p.get("span_id") else [],
+                        "; ".join(notes),
+                    )
+                )
+            table.settle()
+        self.fact(evidence, "not_evaluated", "not evaluated")
+
+    # --- safety -------------------------------------------------------------------------------
+    def safety(self, evidence: dict[str, Any]) -> None:
+        self.used |= {"violations", "gate_constants", "agent_reported"}
+        violations = [v for v in evidence.get("violations") or [] if isinstance(v, dict)]
+        table = self.table(
+            f"violations ({len(violations)})" if violations else "no violation",
+            ("rule", "severity", "tool", "why"),
+            ok=not any(v.get("severity") in ("critical", "major") for v in violations),
+        )
+        for v in violations:
+            blocked = " (blocked)" if v.get("blocked") else ""
+            table.rows.append(
+                Row(
+                    [
+                        Cell(_text(v.get("rule"))),
+                        Cell(_text(v.get("severity")) + blocked),
+                        Cell(_text(v.get("tool"))),
+                        Cell(_text(v.get("reason")), code=False),
+                    ],
+                    v.get("severity") not in ("critical", "major"),
+                    [str(v["span_id"])] if v.get("span_id") else [],
+                )
+            )
+        unevaluated = [u for u in evidence.get("not_evaluated") or [] if isinstance(u, dict)]
+        if unevaluated:
+            self.used.add("not_evaluated")
+            table = self.table(f"rules not evaluated ({len(unevaluated)})", ("rule", "why"))
+            for u in unevaluated:
+                table.rows.append(
+                    Row(
+                        [Cell(_text(u.get("rule"))), Cell(_text(u.get("reason")), code=False)],
+                        None,
+                        [str(u["span_id"])] if u.get("span_id") else [],
+                    )
+                )
+        claimed = [c for c in evidence.get("agent_reported") or [] if isinstance(c, dict)]
+        if claimed:
+            self.out.notes.append(str(evidence.get("agent_reported_note") or ""))
+            self.used.add("agent_reported_note")
+        for key in ("gate", "gate_if_kept", "gate_if_broken", "note", "sandbox"):
+            self.fact(evidence, key)
+
+    # --- efficiency ---------------------------------------------------------------------------
+    def efficiency(self, evidence: dict[str, Any]) -> None:
+        spec = self.task.efficiency if self.task is not None else None
+        parts: dict[str, Any] = evidence.get("parts") or {}
+        if not isinstance(parts, dict):
+            parts = {}
+        self.used |= {"parts", "redundant", "errors"}
+        tokens = None
+        if evidence.get("input_tokens") is not None or evidence.get("output_tokens") is not None:
+            tokens = (evidence.get("input_tokens") or 0) + (evidence.get("output_tokens") or 0)
+        budget = (
+            ("calls", evidence.get("calls"), evidence.get("optimal_calls"), "call_economy"),
+            (
+                "tool latency (ms)",
+                evidence.get("latency_ms"),
+                spec.max_latency_ms if spec else None,
+                "latency",
+            ),
+            ("tokens", tokens, spec.max_tokens if spec else None, "token_budget"),
+            (
+                "model turns",
+                evidence.get("model_turns"),
+                spec.max_model_turns if spec else None,
+                "model_turns",
+            ),
+            (
+                "model time (ms)",
+                evidence.get("model_latency_ms"),
+                spec.max_model_latency_ms if spec else None,
+                "model_latency",
+            ),
+        )
+        self.used |= {
+            "calls",
+            "optimal_calls",
+            "latency_ms",
+            "input_tokens",
+            "output_tokens",
+            "model_turns",
+            "model_latency_ms",
+        }
+        table = self.table("used against the budget", ("measure", "used", "budget", "part"))
+        for label, used, limit, part in budget:
+            if used is None and limit is None:
+                continue
+            score = parts.get(part)
+            ok = None if score is None else score >= 1.0
+            table.rows.append(
+                Row(
+                    [
+                        Cell(label),
+                        Cell(_text(used)),
+                        Cell(_text(limit)),
+                        Cell("—" if score is None else f"{score:.2f}"),
+                    ],
+                    ok,
+                )
+            )
+        for part in ("non_redundant", "error_handling"):
+            if part in parts:
+                table.rows.append(
+                    Row(
+                        [
+                            Cell(part.replace("_", " ")),
+                            Cell(""),
+                            Cell(""),
+                            Cell(f"{parts[part]:.2f}"),
+                        ],
+                        parts[part] >= 1.0,
+                    )
+                )
+        errors = [e for e in evidence.get("errors") or [] if isinstance(e, dict)]
+        if errors:
+            table = self.table(f"errors ({len(errors)})", ("error", "recovered"))
+            for e in errors:
+                table.rows.append(
+                    Row(
+                        [
+                            Cell(_text(e.get("error_type"))),
+                            Cell("yes" if e.get("recovered") else "no"),
+                        ],
+                        bool(e.get("recovered")),
+                        [str(e["span_id"])] if e.get("span_id") else [],
+                    )
+                )
+        redundant = [r for r in evidence.get("redundant") or [] if r is not None]
+        if redundant:
+            table = self.table(f"redundant calls ({len(redundant)})", ("call",))
+            for r in redundant:
+                table.rows.append(Row([Cell(_text(r))], False, list(cited_span_ids(r))))
+            table.settle()
+
+    # --- completion ---------------------------------------------------------------------------
+    def completion(self, evidence: dict[str, Any]) -> None:
+        self.used |= {"checks"}
+        checks = [c for c in evidence.get("checks") or [] if isinstance(c, dict)]
+        if checks:
+            table = self.table("answer checks", ("check", "expected", "note"))
+            for c in checks:
+                written: dict[str, Any] = c["spec"] if isinstance(c.get("spec"), dict) else {}
+                table.rows.append(
+                    Row(
+                        [
+                            Cell(_text(c.get("check"))),
+                            Cell(_text(written.get(str(c.get("check")), written))),
+                            Cell(_text(c.get("note") or c.get("reason") or ""), code=False),
+                        ],
+                        c.get("passed") if isinstance(c.get("passed"), bool) else None,
+                    )
+                )
+        for key in ("status", "require_finished", "answer_source"):
+            self.fact(evidence, key)
+
+    # --- composite ----------------------------------------------------------------------------
+    def composite(self, evidence: dict[str, Any]) -> None:
+        weights: dict[str, Any] = evidence.get("weights") or {}
+        if not isinstance(weights, dict):
+            weights = {}
+        self.used |= {"weights", "constants"}
+        if weights:
+            table = self.table("weights", ("component", "weight"))
+            for name, weight in weights.items():
+                table.rows.append(Row([Cell(str(name)), Cell(_text(weight))]))
+        for key in ("weighted", "gate", "efficiency_penalty", "excluded"):
+            self.fact(evidence, key)
+
+    def rest(self, evidence: dict[str, Any]) -> None:
+        """Keys no table showed: a plain key/value table, values cut, lists counted."""
+        left = [(k, v) for k, v in evidence.items() if k not in self.used]
+        if "reason" in evidence:
+            self.out.notes.insert(0, str(evidence["reason"]))
+            left = [(k, v) for k, v in left if k != "reason"]
+        for key, value in left:
+            if not isinstance(value, (list, dict)):
+                self.out.facts.append((key.replace("_", " "), _text(value)))
+        left = [(k, v) for k, v in left if isinstance(v, (list, dict))]
+        if not left:
+            return
+        table = self.table("other evidence", ("key", "value"))
+        for key, value in left:
+            label = f"{key} ({len(value)})" if isinstance(value, list) else str(key)
+            table.rows.append(
+                Row([Cell(label), Cell(_text(value))], None, list(cited_span_ids(value))[:5])
+            )
+
+
+def component_evidence(
+    score: ScoreRow, task: Task | None, arguments_of: ArgumentsOf
+) -> ComponentEvidence:
+    """A score's evidence as tables (the component's own layout where known)."""
+    evidence = score.evidence if isinstance(score.evidence, dict) else {}
+    builder = _Builder(score, task, arguments_of)
+    shape = getattr(builder, score.component, None) if score.component in _SHAPES else None
+    if (
+        shape is not None
+        and evidence.get("mode") == "per_turn"
+        and score.component
+        in (
+            "invocation",
+            "outcome",
+        )
+    ):
+        builder.used |= {"mode", "turns"}
+        for row in evidence.get("turns") or []:
+            if isinstance(row, dict):
+                shape(row, turn=row.get("turn"))
+    elif shape is not None:
+        shape(evidence)
+    builder.rest(evidence)
+    builder.out.raw = orjson.dumps(evidence, option=orjson.OPT_INDENT_2, default=str).decode()
+    return builder.out
+
+
+_SHAPES: Final = frozenset(
+    {"invocation", "outcome", "safety", "efficiency", "completion", "composite"}
+)
