@@ -13,6 +13,20 @@ from typing import Any
 from tracecard.server.replay.keys import RequestKey, distance
 from tracecard.server.replay.plan import UpstreamReplay
 
+# Requests that change nothing upstream: once their recordings are used up, the last one is
+# given again (an agent that reconnects or lists its tools once more has not diverged).
+REUSABLE = frozenset(
+    {
+        "initialize",
+        "server/discover",
+        "ping",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+    }
+)
+
 
 @dataclass(slots=True)
 class Recorded:
@@ -53,7 +67,9 @@ class UpstreamIndex:
         self._exact: dict[RequestKey, deque[Recorded]] = {}
         self._loose: dict[tuple[str, str, str], deque[Recorded]] = {}
         self._sequence: dict[str, deque[Recorded]] = {}  # role -> recorded in order
+        self._last: dict[RequestKey, Recorded] = {}
         for entry in recorded:
+            self._last[entry.key] = entry
             self._exact.setdefault(entry.key, deque()).append(entry)
             self._loose.setdefault(entry.key.loose(), deque()).append(entry)
             self._sequence.setdefault(entry.key.role, deque()).append(entry)
@@ -66,6 +82,8 @@ class UpstreamIndex:
             found = self._next_in_sequence(key)
         else:
             found = self._pop(self._exact.get(key))
+        if found is None and key.method in REUSABLE:
+            found = self._last.get(key)  # a handshake or a listing: the same answer again
         if found is None:
             return self._miss(key, "not recorded, or every recording of it was already used")
         if not found.usable:
@@ -122,6 +140,9 @@ class RunReplay:
     served: int = 0
     missed: int = 0
     live: int = 0
+    # replayed MCP sessions: their recorded handshake, and the live session opened behind one
+    handshakes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    live_sessions: dict[str, str] = field(default_factory=dict)
 
     def note_miss(self, miss: Miss, span_id: str | None) -> None:
         self.missed += 1

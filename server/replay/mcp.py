@@ -11,12 +11,14 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tracecard.server.asgi import SSE_HEADERS, Send, jsonrpc_error, send_bytes, sse_frame
 from tracecard.server.proxy import tool_annotations
 from tracecard.server.recording.recorder import PendingCall, Recorder, message_target
 from tracecard.server.replay.index import Miss, Recorded, RunReplay
 from tracecard.server.replay.keys import RequestKey, mcp_key
+from tracecard.server.replay.live import REPLAY_SESSION_PREFIX, go_live
 from tracecard.traces import semconv
 
 if TYPE_CHECKING:
@@ -111,6 +113,7 @@ async def replay_post(
                 replay.live += 1
                 if found.closest is not None:
                     pending.span.set_attribute(semconv.REPLAY_CLOSEST, found.closest.key.describe())
+        await go_live(state, replay, upstream, headers)
         return False
     replies: list[dict[str, Any]] = []
     session: str | None = None
@@ -127,7 +130,10 @@ async def replay_post(
             if pending.method == "tools/list":
                 tool_annotations.remember(state.annotations, upstream, reply.get("result"))
             elif message.get("method") == "initialize" and not headers.session_id:
-                session = f"replay-{secrets.token_hex(12)}"
+                session = f"{REPLAY_SESSION_PREFIX}{secrets.token_hex(12)}"
+                params = message.get("params")
+                replay.handshakes[session] = params if isinstance(params, dict) else {}
+                pending.span.set_attribute(semconv.MCP_SESSION_ID, session)
             recorder.finish(pending, reply)
             replies.append(reply)
     calls.requests.clear()
@@ -135,13 +141,23 @@ async def replay_post(
     extra = [(b"mcp-session-id", session.encode())] if session else []
     if not replies:
         await send_bytes(send, 202, b"", None, extra)
-    elif "application/json" not in headers.accept and "text/event-stream" in headers.accept:
+    elif _as_sse(headers):
         body = b"".join(sse_frame(orjson.dumps(reply)) for reply in replies)
         await send_bytes(send, 200, body, None, [*SSE_HEADERS, *extra])
     else:
         body = orjson.dumps(replies if batch else replies[0])
         await send_bytes(send, 200, body, b"application/json", extra)
     return True
+
+
+def _as_sse(headers: RequestHeaders) -> bool:
+    """Answer as SSE events when the agent takes them and speaks the session protocol (as the
+    SDK servers do), or takes nothing else; the stateless protocol's answers are plain JSON."""
+    if "text/event-stream" not in headers.accept:
+        return False
+    if "application/json" not in headers.accept:
+        return True
+    return headers.protocol_version not in MODERN_PROTOCOL_VERSIONS
 
 
 async def replay_other(send: Send, method: str) -> None:

@@ -5,21 +5,41 @@ every span is marked recorded, every score is the source's. A perturbed agent is
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from mcp.client.client import Client
 
-from tests.support.replay_world import SUITE, Counting, helpdesk_http, kb_http, run_agent
+from tests.support.replay_world import (
+    DESK_SUITE,
+    HELPDESK,
+    SUITE,
+    Counting,
+    helpdesk_http,
+    kb_http,
+    run_agent,
+)
 from tests.support.tracecard import RunningServer, running_tracecard
 from tracecard.client import AsyncTracecardClient, TracecardClient, TracecardError
 from tracecard.server.settings import Settings
 
+# a stdio helpdesk that notes each start: `sh -c STARTS <file> python server.py <sandbox>`
+STARTS = 'echo start >> "$0"; exec "$@"'
+DESK = [sys.executable, str(HELPDESK / "server.py")]
+
 
 class World:
-    def __init__(self, server: RunningServer, helpdesk: Counting, kb: Counting) -> None:
+    def __init__(
+        self, server: RunningServer, helpdesk: Counting, kb: Counting, starts: Path
+    ) -> None:
         self.server, self.helpdesk, self.kb = server, helpdesk, kb
+        self.starts = starts  # one line per stdio helpdesk process started
         self.suite = ""
         self.source = ""
 
@@ -30,6 +50,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     folder = tmp_path_factory.mktemp("replay")
+    starts = folder / "starts.txt"
     with helpdesk_http(folder / "state") as (helpdesk_url, helpdesk):
         with kb_http() as (kb_url, kb):
             settings = Settings.model_validate(
@@ -39,12 +60,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                     "upstreams": {
                         "helpdesk": {"url": helpdesk_url},
                         "kb": {"url": kb_url, "kind": "http"},
+                        "desk": {
+                            "command": ["sh", "-c", STARTS, str(starts), *DESK, "{sandbox}"],
+                            "per_run": True,
+                            "fixture": str(HELPDESK / "fixture"),
+                        },
                     },
                     "recording": {"batch_delay_ms": 20},
                 }
             )
             with running_tracecard(settings) as server:
-                yield World(server, helpdesk, kb)
+                yield World(server, helpdesk, kb, starts)
 
 
 async def _run_all(
@@ -159,3 +185,133 @@ def test_bad_replay_sources_are_one_line_errors(world: World) -> None:
                     suite, {"name": "x"}, trials, replay={"source": source.rstrip("+")}
                 )
             assert expected in caught.value.detail and "\n" not in caught.value.detail
+
+
+async def _legacy_trial(url: str, status: str) -> tuple[Any, Any]:
+    """The session protocol (2025-11-25) with the official SDK client: list, then call."""
+    async with Client(url, mode="legacy") as client:
+        tools = await client.list_tools()
+        result = await client.call_tool("list_tickets", {"status": status, "priority": "urgent"})
+    names = sorted(t.name for t in tools.tools)
+    return names, result.model_dump(mode="json", exclude_none=True)
+
+
+async def test_session_protocol_replays_and_goes_live_in_a_real_session(world: World) -> None:
+    async with AsyncTracecardClient(world.server.url) as client:
+        source = await client.create_experiment(world.suite, {"name": "legacy"}, 1)
+        run = next(r for r in source.runs if r.task_id == "count")
+        live = await _legacy_trial(run.urls["helpdesk"], "open")
+        await client.finish_run(run.id, final_answer="2")
+        for on_miss in ("error", "live"):
+            before = world.helpdesk.requests
+            replay = {"source": source.id, "on_miss": on_miss}
+            replayed = await client.create_experiment(world.suite, {"name": on_miss}, 1, replay)
+            run = next(r for r in replayed.runs if r.task_id == "count")
+            assert await _legacy_trial(run.urls["helpdesk"], "open") == live
+            assert world.helpdesk.requests == before
+            if on_miss == "live":  # another status: not recorded, answered by a real session
+                async with Client(run.urls["helpdesk"], mode="legacy") as mcp:
+                    other = await mcp.call_tool("list_tickets", {"status": "closed"})
+                assert world.helpdesk.requests > before and not other.is_error
+            await client.finish_run(run.id, final_answer="2")
+            spans = _proxied(_spans(world, run.id))
+            session = {s["attributes"].get("mcp.session.id") for s in spans}
+            assert all(str(v).startswith("replay-") for v in session), session
+            marks = [s["attributes"].get("tracecard.replay") for s in spans]
+            assert marks.count("live") == (1 if on_miss == "live" else 0), marks
+
+
+def _session_call(url: str) -> tuple[str, list[Any]]:
+    """The session protocol by hand: initialize, initialized, one tools/call (SSE accepted);
+    the call's content type and its events."""
+    accept = {"accept": "application/json, text/event-stream"}
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    with httpx.Client(headers=accept, timeout=30) as http:
+        session = http.post(url, json=hello).headers["mcp-session-id"]
+        ids = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+        http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=ids)
+        call = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "get_ticket", "arguments": {"ticket_id": "T-1001"}},
+        }
+        response = http.post(url, json=call, headers=ids)
+    lines = response.text.splitlines()
+    return response.headers["content-type"], [json.loads(x[6:]) for x in lines if x[:6] == "data: "]
+
+
+def test_a_session_protocol_answer_is_replayed_as_sse_events(world: World) -> None:
+    with TracecardClient(world.server.url) as client:
+        source = client.create_experiment(world.suite, {"name": "sse"}, 1)
+        run = next(r for r in source.runs if r.task_id == "count")
+        live_type, live = _session_call(run.urls["helpdesk"])
+        client.finish_run(run.id, final_answer="2")
+        replay = client.create_experiment(world.suite, {"name": "sse"}, 1, {"source": source.id})
+        run = next(r for r in replay.runs if r.task_id == "count")
+    before = world.helpdesk.requests
+    replayed_type, replayed = _session_call(run.urls["helpdesk"])
+    assert world.helpdesk.requests == before
+    assert live_type.startswith("text/event-stream") and replayed_type.startswith(live_type)
+    assert replayed == live and len(live) == 1 and live[0]["id"] == 7
+
+
+async def test_stdio_upstream_replays_without_starting_a_process(world: World) -> None:
+    async with AsyncTracecardClient(world.server.url) as client:
+        suite = (await client.add_suite_text(DESK_SUITE, "toml"))["version"]
+        source = await client.create_experiment(suite, {"name": "desk"}, 1)
+        live = await _legacy_trial(source.runs[0].urls["desk"], "open")
+        first = await client.finish_run(source.runs[0].id, final_answer="2")
+        started = world.starts.read_text().count("start")
+        assert started >= 1
+        replay = await client.create_experiment(suite, {"name": "desk"}, 1, {"source": source.id})
+        assert await _legacy_trial(replay.runs[0].urls["desk"], "open") == live
+        again = await client.finish_run(replay.runs[0].id, final_answer="2")
+    assert world.starts.read_text().count("start") == started  # no process was started
+    assert [(s["component"], s["value"]) for s in again["scores"]] == [
+        (s["component"], s["value"]) for s in first["scores"]
+    ]
+    spans = _proxied(_spans(world, replay.runs[0].id))
+    calls = [s for s in spans if s["attributes"]["mcp.method.name"] in ("tools/call", "tools/list")]
+    assert {s["attributes"]["tracecard.role"] for s in calls} == {"agent", "verifier"}
+    assert {s["attributes"].get("tracecard.replay") for s in calls} == {"recorded"}
+
+
+def test_tracecard_run_refuses_a_bad_source_before_any_agent_starts(
+    world: World, tmp_path: Path
+) -> None:
+    marker = tmp_path / "agent-ran"
+    agent = f'{sys.executable} -c \'open("{marker}", "w")\''
+    suite_file = tmp_path / "suite.toml"
+    suite_file.write_text(SUITE)
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "tracecard"),
+            "run",
+            "--server",
+            world.server.url,
+            "--suite",
+            str(suite_file),
+            "--name",
+            "x",
+            "--agent",
+            agent,
+            "--replay-from",
+            "no-such-experiment",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0 and not marker.exists()
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and "no experiment 'no-such-experiment'" in errors[0], result.stderr

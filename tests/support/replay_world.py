@@ -63,6 +63,30 @@ arguments = { status = "open", priority = "urgent" }
 checks = [{ number = 2 }]
 """
 
+DESK_SUITE = """
+schema_version = 1
+name = "replay-desk"
+
+[[tasks]]
+id = "count"
+instruction = "How many open urgent tickets are there?"
+upstreams = ["desk"]
+[tasks.invocation]
+[[tasks.invocation.calls]]
+tool = "list_tickets"
+arguments = { status = "open", priority = "urgent" }
+[tasks.completion]
+checks = [{ number = 2 }]
+[tasks.outcome]
+predicates = [{ probe = "t", path = "$.structuredContent.status", op = "eq", value = "open" }]
+[[tasks.outcome.probes]]
+id = "t"
+kind = "tool"
+upstream = "desk"
+tool = "get_ticket"
+arguments = { ticket_id = "T-1001" }
+"""
+
 
 class Counting:
     """An ASGI app that counts the HTTP requests it receives, then passes them on."""
