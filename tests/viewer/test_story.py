@@ -63,7 +63,10 @@ def test_model_errors_are_errors_and_cut_text_is_marked() -> None:
 
 
 def test_results_are_unwrapped_and_images_are_images() -> None:
-    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    pixel = (  # a 1x1 PNG
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8"
+        "z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    )
     result = {
         "content": [
             {"type": "text", "text": json.dumps({"ok": True})},
