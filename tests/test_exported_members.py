@@ -106,6 +106,12 @@ EXPECTED: dict[str, set[str]] = {
         "span_row_to_dict",
         "stored_experiment",
     },
+    "tracecard.server.audit": {
+        "BuiltinAgentError",
+        "builtin_argv",
+        "builtin_command",
+        "is_builtin",
+    },
     "tracecard.server.cli": {"build_parser", "main"},
     "tracecard.server.orchestration": {
         "AgentOutcome",

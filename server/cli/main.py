@@ -104,10 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(handler=_serve)
     # Each command module adds its subcommands; imported here so `--help` lists them all.
+    from tracecard.server.audit import cli as audit
     from tracecard.server.bfcl import cli as bfcl
     from tracecard.server.cli import demo, run, suites, wrap
 
-    for module in (suites, run, wrap, demo, bfcl):
+    for module in (suites, run, wrap, demo, bfcl, audit):
         module.register(sub)
     for child in _subparsers(parser):
         add_common_flags(child)

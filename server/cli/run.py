@@ -190,6 +190,22 @@ def agent_command(text: str) -> list[str]:
     return argv
 
 
+def _agent_argv(args: argparse.Namespace) -> list[str]:
+    """The agent command, or a built-in baseline's (`--agent builtin:oracle`, docs/audit.md)."""
+    from tracecard.server.audit.builtin import BuiltinAgentError, builtin_argv, is_builtin
+
+    if not is_builtin(args.agent):
+        return agent_command(args.agent)
+    try:
+        return builtin_argv(args.agent, args.suite, _work_root(args) / "builtin")
+    except BuiltinAgentError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _work_root(args: argparse.Namespace) -> Path:
+    return Path(args.work_dir or Path(".tracecard") / "agent-runs")
+
+
 def warn_about_otel_endpoint(server_url: str) -> None:
     """An agent keeps an OTEL_EXPORTER_OTLP_ENDPOINT it already has: say where its spans go."""
     for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
@@ -238,7 +254,7 @@ def run_summary_json(
 
 def _run(args: argparse.Namespace) -> int:
     resolve_renamed_flags(args)
-    argv = agent_command(args.agent)
+    argv = _agent_argv(args)
     if args.trials < 1 or args.concurrency < 1 or args.timeout <= 0:
         raise UsageError("--trials and --concurrency must be at least 1, --timeout positive")
     if args.max_failed_runs < 0:
@@ -273,7 +289,7 @@ def _run(args: argparse.Namespace) -> int:
             f"({tasks} tasks × {args.trials} trials = {len(experiment.runs)} runs), "
             f"{args.concurrency} at a time, timeout {args.timeout:g}s — server {client.base_url}"
         )
-        work_dir = Path(args.work_dir or Path(".tracecard") / "agent-runs") / experiment.id
+        work_dir = _work_root(args) / experiment.id
         agent = CommandAgent(argv, grace_s=args.grace)
         outcomes, interrupted = orchestrate(
             client,
@@ -339,7 +355,10 @@ def register(sub: Any) -> None:
     run.add_argument("--name", help="name of the configuration under test, e.g. careful")
     run.add_argument("--trials", type=int, default=1, help="trials per task (default 1)")
     run.add_argument(
-        "--agent", required=True, help="command that runs one trial, e.g. 'python agent.py'"
+        "--agent",
+        required=True,
+        help="command that runs one trial, e.g. 'python agent.py'; or a built-in baseline: "
+        "builtin:null, builtin:oracle, builtin:random-tool[:SEED] (docs/audit.md)",
     )
     run.add_argument("--concurrency", type=int, default=4, help="runs at a time (default 4)")
     run.add_argument("--timeout", type=float, default=300.0, help="seconds per run (default 300)")

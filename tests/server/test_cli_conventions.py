@@ -94,6 +94,8 @@ MEANINGS = {
     "-o": "file",
     "--log-level": "log level",
     "--debug": "traceback",
+    "--fail-on": "exit 1 when",
+    "--work-dir": "answers and output tails",
 }
 # Old spellings, hidden from --help, accepted with a one-line deprecation warning.
 DEPRECATED = {("run", "--settings"), ("suite check", "--settings"), ("import bfcl", "--name")}
