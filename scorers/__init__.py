@@ -8,6 +8,7 @@ from .completion import score_completion
 from .composite import score_composite
 from .efficiency import score_efficiency
 from .flags import compute_flags, score_run
+from .gates import Check, GateResult, Threshold, gate
 from .invocation import score_invocation
 from .outcome import evaluate_predicate, score_outcome
 from .registry import (
@@ -23,17 +24,17 @@ from .registry import (
     load_scorer_module,
     scorer,
 )
-from .repeats import Interval, bootstrap_mean, flip_rate, pass_at_k, pass_hat_k
+from .repeats import Interval, bootstrap_mean, bootstrap_means, flip_rate, pass_at_k, pass_hat_k
 from .safety import Violation, check_call, gate_value, score_safety
 from .scorecard import (
-    GateResult,
     RunRecord,
     Scorecard,
+    Statistic,
     Verdict,
     build_scorecard,
-    gate,
 )
 from .scoring import CompositeWeights, GateConstants, Scoring
+from .statistics import STATISTICS, StatisticName, UnknownStatistic, parse_statistic
 from .stored import scorecard_of
 from .suite import (
     CURRENT_SCHEMA_VERSION,
@@ -60,6 +61,8 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "FINAL_STATUSES",
     "RUN_STATUSES",
+    "STATISTICS",
+    "Check",
     "Comparison",
     "ComparisonError",
     "ComponentScore",
@@ -76,13 +79,18 @@ __all__ = [
     "ScorerInfo",
     "ScorerRegistry",
     "Scoring",
+    "Statistic",
+    "StatisticName",
     "Suite",
     "SuiteError",
     "Task",
     "TaskComparison",
+    "Threshold",
+    "UnknownStatistic",
     "Verdict",
     "Violation",
     "bootstrap_mean",
+    "bootstrap_means",
     "build_scorecard",
     "check_call",
     "check_component",
@@ -99,6 +107,7 @@ __all__ = [
     "load_entry_points",
     "load_scorer_module",
     "load_suite",
+    "parse_statistic",
     "parse_suite",
     "pass_at_k",
     "pass_hat_k",

@@ -10,6 +10,7 @@ from math import comb
 __all__ = [
     "Interval",
     "bootstrap_mean",
+    "bootstrap_means",
     "flip_rate",
     "pass_at_k",
     "pass_hat_k",
@@ -83,6 +84,54 @@ def bootstrap_mean(
     means = sorted(sum(draw(pool, k=n)) / n for _ in range(resamples))
     alpha = (1.0 - confidence) / 2.0
     return Interval(mean, percentile(means, alpha), percentile(means, 1.0 - alpha), n, confidence)
+
+
+_SCALE_BITS = 32  # fixed point of a value in [0, 1] when columns are summed as one integer
+_FIELD_BITS = 64  # room for the sum of 2**32 such values per column
+
+
+def bootstrap_means(
+    columns: Sequence[Sequence[float]],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> list[Interval | None]:
+    """`bootstrap_mean` of several columns of values in [0, 1] and of one length (statistics of
+    the same tasks), from one set of resampled task indices (the draws `bootstrap_mean` makes
+    with the same seed). Bounds agree with `bootstrap_mean`'s to 1e-9."""
+    lengths = {len(column) for column in columns}
+    if len(lengths) > 1:
+        raise ValueError(f"columns of different lengths: {sorted(lengths)}")
+    n = lengths.pop() if lengths else 0
+    if n == 0:
+        return [None for _ in columns]
+    if n == 1 or resamples <= 0:
+        return [Interval(column[0], column[0], column[0], 1, confidence) for column in columns]
+    if any(not 0.0 <= value <= 1.0 for column in columns for value in column):
+        # outside [0, 1] the fixed-point packing does not hold: one draw per column
+        return [
+            bootstrap_mean(c, resamples=resamples, seed=seed, confidence=confidence)
+            for c in columns
+        ]
+    # Each task's values packed into one integer (a fixed-point field per column), so that one
+    # C-level sum per resample adds up every column at once.
+    scale = 1 << _SCALE_BITS
+    packed = [
+        sum(round(column[i] * scale) << (j * _FIELD_BITS) for j, column in enumerate(columns))
+        for i in range(n)
+    ]
+    rng = random.Random(seed)
+    totals = [sum(rng.choices(packed, k=n)) for _ in range(resamples)]
+    mask = (1 << _FIELD_BITS) - 1
+    alpha = (1.0 - confidence) / 2.0
+    out: list[Interval | None] = []
+    for j, column in enumerate(columns):
+        shift = j * _FIELD_BITS
+        means = sorted(((total >> shift) & mask) / scale / n for total in totals)
+        low, high = percentile(means, alpha), percentile(means, 1.0 - alpha)
+        out.append(Interval(sum(column) / n, low, high, n, confidence))
+    return out
 
 
 def flip_rate(per_task_passes: Sequence[Sequence[bool]]) -> float | None:

@@ -1,10 +1,10 @@
-"""Scorecards: per task x component repeat statistics, per-component intervals, agreement."""
+"""Scorecards: per task x component the named statistics (`scorers.statistics`), per experiment
+their means over tasks with intervals, flags and agreement."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -14,11 +14,12 @@ from .registry import component_key
 from .repeats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
-    bootstrap_mean,
-    flip_rate,
+    Interval,
+    bootstrap_means,
     pass_at_k,
     pass_hat_k,
 )
+from .statistics import StatisticName
 from .suite import Suite, suite_version
 from .types import ComponentScore
 
@@ -27,18 +28,20 @@ __all__ = [
     "Agreement",
     "ComponentSummary",
     "ExperimentRef",
-    "GateResult",
     "RunRecord",
     "Scorecard",
+    "Statistic",
     "SuiteRef",
     "TaskCard",
     "TaskComponentStats",
     "Verdict",
     "build_scorecard",
-    "gate",
 ]
 
-SCORECARD_SCHEMA_VERSION = 1
+# 2: the named statistics: a task's `mean` (was `mean_value`); per component `pass_rate`, `mean`,
+# `pass_at_k`, `pass_hat_k` and `flip` each as {value, low, high, n_tasks} (were flat `mean`,
+# `low`, `high`, `pass_rate`, `flip_rate`); runs carry calls, tokens and the first failure
+SCORECARD_SCHEMA_VERSION = 2
 
 
 class _Model(BaseModel):
@@ -57,6 +60,17 @@ class RunRecord(_Model):
     flags: list[str] = Field(default_factory=list)
     started_at: datetime | None = None  # UTC; None for a run that never started
     duration_s: float | None = None  # from start to finish, when both are known
+    calls: int | None = None  # the agent's tool calls (efficiency's count), when scored
+    input_tokens: int | None = None  # over its model turns, when it had any
+    output_tokens: int | None = None
+
+    def first_failure(self) -> str | None:
+        """`component: reason` of the first component that failed, for CI output."""
+        for score in self.components:
+            if score.passed is False:
+                reason = score.evidence.get("reason") or score.evidence.get("note") or "failed"
+                return f"{score.component}: {reason}"
+        return None
 
 
 class Verdict(_Model):
@@ -70,19 +84,30 @@ class Verdict(_Model):
 
 
 class TaskComponentStats(_Model):
-    """Repeat statistics of one component on one task."""
+    """The named statistics of one component on one task, over its trials."""
 
     component: str
     n: int  # runs with a score for this component
     evaluated: int  # of which have a pass/fail
     passes: int
-    mean_value: float | None
-    pass_rate: float | None
-    pass_at_k: dict[int, float]
-    pass_hat_k: dict[int, float]
+    pass_rate: float | None  # passes / evaluated: the headline
+    mean: float | None  # mean of the non-null values (partial credit)
+    pass_at_k: dict[int, float]  # pass@k for k = 1..evaluated
+    pass_hat_k: dict[int, float]  # pass^k for k = 1..evaluated
     flip: bool  # both passes and fails among the trials
     scorer: str
     scorer_version: str
+
+    def statistic(self, name: StatisticName) -> float | None:
+        """The value of a named statistic (flip as 1.0 / 0.0); None when not available."""
+        if name.name == "pass@k":
+            return self.pass_at_k.get(name.k or 0)
+        if name.name == "pass^k":
+            return self.pass_hat_k.get(name.k or 0)
+        if name.name == "flip":
+            return float(self.flip) if self.evaluated else None
+        value: float | None = getattr(self, name.name)
+        return value
 
 
 class TaskCard(_Model):
@@ -101,17 +126,36 @@ class TaskCard(_Model):
 MIN_INTERVAL_TASKS = 2  # fewer tasks: `low`/`high` are null ("not available"), never a point
 
 
-class ComponentSummary(_Model):
-    """Mean over tasks (of per-task mean values) with a bootstrap interval (`low`, `high`:
-    null when fewer than `MIN_INTERVAL_TASKS` tasks were evaluated)."""
+class Statistic(_Model):
+    """A statistic's mean over tasks with its 95% bootstrap interval over tasks (`low`, `high`:
+    null when fewer than `MIN_INTERVAL_TASKS` tasks have it)."""
 
-    component: str
-    mean: float | None
+    value: float | None
     low: float | None
     high: float | None
-    n_tasks: int
-    pass_rate: float | None  # mean over tasks of the per-task pass rate
-    flip_rate: float | None
+    n_tasks: int  # tasks that have the statistic
+
+
+class ComponentSummary(_Model):
+    """Per experiment x component: each named statistic's mean over tasks, with its interval.
+    `pass_at_k`/`pass_hat_k` have k = 1..the fewest evaluated trials of a task."""
+
+    component: str
+    n_tasks: int  # tasks with a value or a pass/fail for this component
+    pass_rate: Statistic
+    mean: Statistic
+    pass_at_k: dict[int, Statistic]
+    pass_hat_k: dict[int, Statistic]
+    flip: Statistic  # the share of tasks whose trials both pass and fail
+
+    def statistic(self, name: StatisticName) -> Statistic | None:
+        """A named statistic; None when no task has it (e.g. pass^5 with 3 trials)."""
+        if name.name == "pass@k":
+            return self.pass_at_k.get(name.k or 0)
+        if name.name == "pass^k":
+            return self.pass_hat_k.get(name.k or 0)
+        found: Statistic = getattr(self, name.name)
+        return found
 
 
 class Agreement(_Model):
@@ -173,13 +217,58 @@ def _task_stats(component: str, scores: Sequence[ComponentScore]) -> TaskCompone
         n=len(scores),
         evaluated=n,
         passes=c,
-        mean_value=sum(values) / len(values) if values else None,
         pass_rate=c / n if n else None,
+        mean=sum(values) / len(values) if values else None,
         pass_at_k={k: pass_at_k(n, c, k) for k in range(1, n + 1)},
         pass_hat_k={k: pass_hat_k(n, c, k) for k in range(1, n + 1)},
         flip=0 < c < n,
         scorer=latest.scorer,
         scorer_version=latest.version,
+    )
+
+
+def _statistic(interval: Interval | None) -> Statistic:
+    if interval is None:
+        return Statistic(value=None, low=None, high=None, n_tasks=0)
+    # one task gives a zero-width "interval" that looks certain: below 2 it is not available
+    spread = interval.n >= MIN_INTERVAL_TASKS
+    return Statistic(
+        value=interval.mean,
+        low=interval.low if spread else None,
+        high=interval.high if spread else None,
+        n_tasks=interval.n,
+    )
+
+
+def _summary(
+    name: str, stats: Sequence[TaskComponentStats], resamples: int, seed: int
+) -> ComponentSummary:
+    """Each statistic's mean over the tasks that have it; the pass-based ones share the tasks
+    with a pass/fail (and one set of resampled tasks), the mean those with a value."""
+    judged = [s for s in stats if s.evaluated]
+    k_max = min((s.evaluated for s in judged), default=0)
+    ks = range(2, k_max + 1)  # pass@1 = pass^1 = pass_rate
+    columns = [
+        [s.pass_rate or 0.0 for s in judged],
+        [float(s.flip) for s in judged],
+        *([s.pass_at_k[k] for s in judged] for k in ks),
+        *([s.pass_hat_k[k] for s in judged] for k in ks),
+    ]
+    rate, flip, *rest = [
+        _statistic(i) for i in bootstrap_means(columns, resamples=resamples, seed=seed)
+    ]
+    at_k = {1: rate} | dict(zip(ks, rest[: len(ks)], strict=True))
+    hat_k = {1: rate} | dict(zip(ks, rest[len(ks) :], strict=True))
+    values = [[s.mean for s in stats if s.mean is not None]]
+    (mean,) = bootstrap_means(values, resamples=resamples, seed=seed)
+    return ComponentSummary(
+        component=name,
+        n_tasks=sum(1 for s in stats if s.evaluated or s.mean is not None),
+        pass_rate=rate,
+        mean=_statistic(mean),
+        pass_at_k=at_k if judged else {},
+        pass_hat_k=hat_k if judged else {},
+        flip=flip,
     )
 
 
@@ -231,28 +320,10 @@ def build_scorecard(
         )
         for task in suite.tasks
     ]
-    summaries = []
-    for name in names:
-        stats = [s for t in tasks if (s := t.component(name)) is not None]
-        means = [s.mean_value for s in stats if s.mean_value is not None]
-        rates = [s.pass_rate for s in stats if s.pass_rate is not None]
-        interval = bootstrap_mean(means, resamples=resamples, seed=seed)
-        # one task gives a zero-width "interval" that looks certain: below 2 it is not available
-        spread = interval is not None and interval.n >= MIN_INTERVAL_TASKS
-        passes = [
-            [sc.passed for sc in by_task[t.task_id][name] if sc.passed is not None] for t in tasks
-        ]
-        summaries.append(
-            ComponentSummary(
-                component=name,
-                mean=interval.mean if interval else None,
-                low=interval.low if interval and spread else None,
-                high=interval.high if interval and spread else None,
-                n_tasks=len(means),
-                pass_rate=sum(rates) / len(rates) if rates else None,
-                flip_rate=flip_rate([[bool(p) for p in row] for row in passes]),
-            )
-        )
+    summaries = [
+        _summary(name, [s for t in tasks if (s := t.component(name)) is not None], resamples, seed)
+        for name in names
+    ]
     flags = Counter(flag for r in records for flag in r.flags)
     return Scorecard(
         suite=SuiteRef(name=suite.name, version=suite_version(suite)),
@@ -266,23 +337,3 @@ def build_scorecard(
         agreement=_agreement(records, judged),
         runs=records,
     )
-
-
-@dataclass(frozen=True)
-class GateResult:
-    """Whether a scorecard meets its thresholds, and which did not."""
-
-    passed: bool
-    failures: list[str] = field(default_factory=list)
-
-
-def gate(scorecard: Scorecard, thresholds: Mapping[str, float]) -> GateResult:
-    """Each component's mean must reach its threshold; an unevaluated component fails."""
-    failures = []
-    for component, minimum in thresholds.items():
-        summary = scorecard.summary(component)
-        if summary is None or summary.mean is None:
-            failures.append(f"{component}: not evaluated (threshold {minimum})")
-        elif summary.mean < minimum:
-            failures.append(f"{component}: mean {summary.mean:.3f} < {minimum}")
-    return GateResult(passed=not failures, failures=failures)

@@ -47,7 +47,14 @@ def _score(row: ScoreRow) -> ComponentScore:
     )
 
 
+def _count(evidence: dict[str, object], key: str) -> int | None:
+    value = evidence.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _record(run: RunRow, scores: list[ScoreRow]) -> RunRecord:
+    # calls and tokens as the efficiency scorer counted them (agent calls, model turns)
+    process = next((s.evidence for s in scores if s.component == "efficiency"), {}) or {}
     return RunRecord(
         run_id=run.id,
         task_id=str(run.task_id),
@@ -62,6 +69,9 @@ def _record(run: RunRow, scores: list[ScoreRow]) -> RunRecord:
             if run.started_at and run.finished_at
             else None
         ),
+        calls=_count(process, "calls"),
+        input_tokens=_count(process, "input_tokens"),
+        output_tokens=_count(process, "output_tokens"),
     )
 
 

@@ -1,20 +1,19 @@
-"""Scorecard writers (JSON, CSV, Markdown, JUnit XML) and the versioned JSON reader."""
+"""Scorecard writers (JSON, CSV, Markdown; JUnit XML in `junit`) and the versioned JSON reader.
+Every writer names the statistics as `scorers.statistics` does: pass_rate first, mean labelled."""
 
 from __future__ import annotations
 
 import csv
 import html
 import io
-import re
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
-from .scorecard import SCORECARD_SCHEMA_VERSION, Scorecard, TaskCard
+from .junit import to_junit
+from .scorecard import SCORECARD_SCHEMA_VERSION, RunRecord, Scorecard, Statistic, TaskCard
 
 __all__ = [
     "ScorecardFormatError",
@@ -23,26 +22,85 @@ __all__ = [
     "to_json",
     "to_junit",
     "to_markdown",
+    "run_url",
 ]
-
-_XML_INVALID = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 class ScorecardFormatError(ValueError):
     """Scorecard JSON that cannot be read (bad JSON, unknown schema version, bad shape)."""
 
 
-def to_json(scorecard: Scorecard) -> bytes:
-    """Scorecard JSON (schema in docs/scorecards.md), indented for diffs."""
-    return orjson.dumps(scorecard.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
+def to_json(scorecard: Scorecard, base_url: str | None = None) -> bytes:
+    """Scorecard JSON (schema in docs/scorecards.md), indented for diffs; each run with its
+    verdict, first failure and viewer URL."""
+    document = scorecard.model_dump(mode="json")
+    for run, record in zip(document["runs"], scorecard.runs, strict=True):
+        run["verdict"] = run_verdict(record)
+        run["first_failure"] = record.first_failure()
+        run["viewer_url"] = run_url(record.run_id, base_url)
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2)
+
+
+_DERIVED_RUN_KEYS = ("verdict", "first_failure", "viewer_url")  # written by to_json, not read
+
+
+def _read_v2(document: dict[str, Any]) -> Scorecard:
+    runs = [
+        {k: v for k, v in run.items() if k not in _DERIVED_RUN_KEYS}
+        if isinstance(run, dict)
+        else run
+        for run in document.get("runs") or []
+    ]
+    return Scorecard.model_validate({**document, "runs": runs})
+
+
+def _v1_statistic(value: Any, n_tasks: int, low: Any = None, high: Any = None) -> dict[str, Any]:
+    return {
+        "value": value,
+        "low": low,
+        "high": high,
+        "n_tasks": n_tasks if value is not None else 0,
+    }
 
 
 def _read_v1(document: dict[str, Any]) -> Scorecard:
-    return Scorecard.model_validate(document)
+    """Version 1: a task's `mean_value`; per component flat `mean`, `low`, `high`, `pass_rate`,
+    `flip_rate`. pass@k / pass^k means over tasks are recomputed from the tasks (no interval)."""
+    tasks = document.get("tasks") or []
+    for task in tasks:
+        for stats in task.get("components") or []:
+            if "mean_value" in stats:
+                stats["mean"] = stats.pop("mean_value")
+    summaries = []
+    for old in document.get("components") or []:
+        name, n_tasks = old.get("component"), old.get("n_tasks", 0)
+        judged = [
+            s
+            for t in tasks
+            for s in t.get("components") or []
+            if s.get("component") == name and s.get("evaluated")
+        ]
+        k_max = min((int(s["evaluated"]) for s in judged), default=0)
+        by_k: dict[str, dict[int, Any]] = {"pass_at_k": {}, "pass_hat_k": {}}
+        for key, table in by_k.items():
+            for k in range(1, k_max + 1):
+                values = [float(s[key][str(k)]) for s in judged]
+                table[k] = _v1_statistic(sum(values) / len(values), len(judged))
+        summaries.append(
+            {
+                "component": name,
+                "n_tasks": n_tasks,
+                "pass_rate": _v1_statistic(old.get("pass_rate"), len(judged)),
+                "mean": _v1_statistic(old.get("mean"), n_tasks, old.get("low"), old.get("high")),
+                **by_k,
+                "flip": _v1_statistic(old.get("flip_rate"), len(judged)),
+            }
+        )
+    return _read_v2({**document, "schema_version": 2, "components": summaries})
 
 
 # One reader per schema version; an older reader converts to the current model.
-_READERS: dict[int, Callable[[dict[str, Any]], Scorecard]] = {1: _read_v1}
+_READERS: dict[int, Callable[[dict[str, Any]], Scorecard]] = {1: _read_v1, 2: _read_v2}
 
 
 def read_scorecard_json(text: str | bytes) -> Scorecard:
@@ -62,7 +120,7 @@ def read_scorecard_json(text: str | bytes) -> Scorecard:
         )
     try:
         return reader(document)
-    except ValidationError as exc:
+    except (ValidationError, KeyError, TypeError, ValueError) as exc:
         raise ScorecardFormatError(f"scorecard JSON has the wrong shape: {exc}") from exc
 
 
@@ -74,45 +132,74 @@ def _cell(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def to_csv(scorecard: Scorecard) -> str:
-    """One row per run x component, with the task's metadata and the scorer version."""
+def run_url(run_id: str, base_url: str | None) -> str:
+    """The run's trace page in the viewer (a path when the server's address is not known)."""
+    return f"{(base_url or '').rstrip('/')}/runs/{run_id}"
+
+
+def run_verdict(run: RunRecord) -> str:
+    """`passed` (every evaluated component passed), `failed` (one failed) or `not_evaluated`."""
+    judged = [s.passed for s in run.components if s.passed is not None]
+    if not judged:
+        return "not_evaluated"
+    return "passed" if all(judged) else "failed"
+
+
+RUN_COLUMNS = [
+    "experiment_id",
+    "config",
+    "suite",
+    "suite_version",
+    "task_id",
+    "run_id",
+    "trial",
+    "status",
+    "verdict",
+    "duration_s",
+    "calls",
+    "input_tokens",
+    "output_tokens",
+    "first_failure",
+    "viewer_url",
+]
+
+
+def to_csv(scorecard: Scorecard, base_url: str | None = None) -> str:
+    """One row per run x component: the run (status, verdict, duration, calls, tokens, first
+    failure, viewer URL), the score, the scorer version and the task's metadata."""
     metadata_keys = sorted({k for t in scorecard.tasks for k in t.metadata})
     tasks = {t.task_id: t for t in scorecard.tasks}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(
-        [
-            "experiment_id",
-            "config",
-            "suite",
-            "suite_version",
-            "task_id",
-            "run_id",
-            "trial",
-            "status",
-            "component",
-            "value",
-            "passed",
-            "scorer",
-            "scorer_version",
-            "flags",
-        ]
+        RUN_COLUMNS
+        + ["component", "value", "passed", "scorer", "scorer_version", "flags"]
         + [f"meta.{k}" for k in metadata_keys]
     )
     config_name = _cell(scorecard.experiment.config.get("name"))
     for run in scorecard.runs:
         metadata = tasks[run.task_id].metadata if run.task_id in tasks else {}
+        facts = [
+            scorecard.experiment.id,
+            config_name,
+            scorecard.suite.name,
+            scorecard.suite.version,
+            run.task_id,
+            run.run_id,
+            run.trial,
+            run.status,
+            run_verdict(run),
+            _cell(None if run.duration_s is None else round(run.duration_s, 3)),
+            _cell(run.calls),
+            _cell(run.input_tokens),
+            _cell(run.output_tokens),
+            _cell(run.first_failure()),
+            run_url(run.run_id, base_url),
+        ]
         for score in run.components:
             writer.writerow(
-                [
-                    scorecard.experiment.id,
-                    config_name,
-                    scorecard.suite.name,
-                    scorecard.suite.version,
-                    run.task_id,
-                    run.run_id,
-                    run.trial,
-                    run.status,
+                facts
+                + [
                     score.component,
                     _cell(score.value),
                     _cell(score.passed),
@@ -135,44 +222,65 @@ def _num(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
-def _task_cell(task: TaskCard, component: str) -> str:
+def task_cell(task: TaskCard, component: str) -> str:
+    """A task x component as every table shows it: `pass_rate passes/evaluated`, ⇄ for a flip,
+    then the mean; `mean 0.71` for a component without pass/fail; `n/e` not evaluated."""
     stats = task.component(component)
     if stats is None:
         return "–"
     if stats.evaluated == 0:
         # Pass-less components (composite) still have a value; null values are "not evaluated".
-        return "not evaluated" if stats.mean_value is None else f"{stats.mean_value:.2f}"
-    cell = f"{stats.passes}/{stats.evaluated}"
-    if stats.mean_value is not None:
-        cell += f" ({stats.mean_value:.2f})"
-    return cell + (" ⚠ flip" if stats.flip else "")
+        return "n/e" if stats.mean is None else f"mean {stats.mean:.2f}"
+    cell = f"{_num(stats.pass_rate)} {stats.passes}/{stats.evaluated}" + (
+        " ⇄" if stats.flip else ""
+    )
+    if stats.mean is not None:
+        cell += f" · mean {stats.mean:.2f}"
+    return cell
 
 
-def to_markdown(scorecard: Scorecard) -> str:
-    """A pull-request comment: per-component summary, per-task table, flags."""
+def statistic_cell(stat: Statistic | None) -> str:
+    """`0.73 [0.55, 0.90]`; the interval `n/a` below 2 tasks; `–` when not available."""
+    if stat is None or stat.value is None:
+        return "–"
+    if stat.low is None or stat.high is None:
+        return f"{stat.value:.2f} (n/a)"
+    return f"{stat.value:.2f} [{stat.low:.2f}, {stat.high:.2f}]"
+
+
+def largest_k(scorecard: Scorecard) -> int:
+    """The k the tables report pass@k and pass^k at: the most trials any component has on all
+    its tasks (the experiment's trials when every run was evaluated)."""
+    return max((max(c.pass_at_k, default=0) for c in scorecard.components), default=0)
+
+
+def to_markdown(scorecard: Scorecard, base_url: str | None = None) -> str:
+    """A pull-request comment: per-component statistics, per-task table, flags, agreement."""
     card = scorecard
     config = card.experiment.config.get("name", card.experiment.id)
+    k = largest_k(card)
     lines = [
         f"### Scorecard: {_md(card.suite.name)} · {_md(config)}",
         "",
         f"Experiment `{_md(card.experiment.id)}`, suite version `{card.suite.version[:12]}`, "
-        f"{len(card.runs)} runs. Means are over tasks with 95% bootstrap intervals.",
+        f"{len(card.runs)} runs. Each statistic is a mean over tasks with its 95% bootstrap "
+        "interval; `pass_rate` = passing / evaluated runs (docs/scorecards.md).",
         "",
-        "| component | mean | 95% interval | pass rate | flip rate | tasks |",
-        "|---|---|---|---|---|---|",
+        f"| component | pass_rate | mean | pass@{k} | pass^{k} | flip | tasks |",
+        "|---|---|---|---|---|---|---|",
     ]
     for s in card.components:
-        interval = "–" if s.low is None else f"[{_num(s.low)}, {_num(s.high)}]"
         lines.append(
-            f"| {_md(s.component)} | {_num(s.mean)} | {interval} | {_num(s.pass_rate)} | "
-            f"{_num(s.flip_rate)} | {s.n_tasks} |"
+            f"| {_md(s.component)} | {statistic_cell(s.pass_rate)} | {statistic_cell(s.mean)} | "
+            f"{statistic_cell(s.pass_at_k.get(k))} | {statistic_cell(s.pass_hat_k.get(k))} | "
+            f"{statistic_cell(s.flip)} | {s.n_tasks} |"
         )
     names = [s.component for s in card.components]
-    lines += ["", "#### Per task (passes/trials, mean value)", ""]
+    lines += ["", "#### Per task (pass_rate passes/evaluated · mean; ⇄ trials disagree)", ""]
     lines.append("| task | " + " | ".join(_md(n) for n in names) + " |")
     lines.append("|---|" + "---|" * len(names))
     for task in card.tasks:
-        cells = " | ".join(_task_cell(task, n) for n in names)
+        cells = " | ".join(task_cell(task, n) for n in names)
         lines.append(f"| {_md(task.task_id)} | {cells} |")
     lines += ["", "#### Flags", ""]
     if card.flags:
@@ -190,71 +298,3 @@ def to_markdown(scorecard: Scorecard) -> str:
         ]
         lines += [f"| {_md(a.scorer)} | {a.n} | {a.rate:.0%} |" for a in card.agreement]
     return "\n".join(lines) + "\n"
-
-
-def _xml(text: Any) -> str:
-    # ElementTree escapes markup but not characters XML 1.0 forbids (e.g. NUL from payloads).
-    return _XML_INVALID.sub("\ufffd", _cell(text))
-
-
-def _junit_timestamp(moment: datetime) -> str:
-    """JUnit's timestamp: ISO 8601 without a zone, in UTC (the schema's xs:dateTime pattern)."""
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
-    return moment.isoformat(timespec="seconds")
-
-
-def to_junit(scorecard: Scorecard) -> str:
-    """JUnit XML: one testcase per task; a failure names the components that failed. A
-    testcase's `time` is the seconds its trials ran, the testsuite's the sum; `timestamp` is
-    when the first run started (UTC)."""
-    suite_name = _xml(f"{scorecard.suite.name}[{scorecard.experiment.id}]")
-    root = ET.Element("testsuites", name=_xml(scorecard.suite.name))
-    element = ET.SubElement(root, "testsuite", name=suite_name)
-    seconds: dict[str, float] = {}
-    for run in scorecard.runs:
-        seconds[run.task_id] = seconds.get(run.task_id, 0.0) + (run.duration_s or 0.0)
-    starts = [run.started_at for run in scorecard.runs if run.started_at is not None]
-    if starts:
-        element.set("timestamp", _junit_timestamp(min(starts)))
-    failures = skipped = 0
-    for task in scorecard.tasks:
-        case = ET.SubElement(
-            element,
-            "testcase",
-            classname=_xml(scorecard.suite.name),
-            name=_xml(task.task_id),
-            time=f"{seconds.get(task.task_id, 0.0):.3f}",
-        )
-        failed = [
-            f"{c.component} ({c.passes}/{c.evaluated} passed)"
-            for c in task.components
-            if c.evaluated and c.passes < c.evaluated
-        ]
-        unevaluated = [
-            c.component for c in task.components if not c.evaluated and c.mean_value is None
-        ]
-        if failed:
-            failures += 1
-            failure = ET.SubElement(
-                case, "failure", message=_xml("failed: " + ", ".join(failed)), type="scorecard"
-            )
-            failure.text = _xml("\n".join(failed))
-        elif not any(c.evaluated for c in task.components):
-            skipped += 1
-            ET.SubElement(case, "skipped", message="no evaluated runs")
-        if unevaluated:
-            out = ET.SubElement(case, "system-out")
-            out.text = _xml("not evaluated: " + ", ".join(unevaluated))
-    element.set("tests", str(len(scorecard.tasks)))
-    element.set("failures", str(failures))
-    element.set("skipped", str(skipped))
-    element.set("errors", "0")
-    total = f"{sum(seconds.values()):.3f}"
-    element.set("time", total)
-    root.set("time", total)
-    root.set("tests", str(len(scorecard.tasks)))
-    root.set("failures", str(failures))
-    root.set("skipped", str(skipped))
-    root.set("errors", "0")
-    return ET.tostring(root, encoding="unicode", xml_declaration=True)

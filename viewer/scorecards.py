@@ -1,5 +1,5 @@
 """An experiment's scorecard for its pages: the one `tracecard.scorers.stored` builds for the
-API and the exports, plus the largest k its cells report."""
+API and the exports, plus the k its pass@k / pass^k columns report (as the exports do)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tracecard.scorers.scorecard import Scorecard
 from tracecard.scorers.stored import scorecard_of
+from tracecard.scorers.writers import largest_k
 from tracecard.traces.experiments import stored_experiment
 from tracecard.traces.models import ExperimentRow
 from tracecard.traces.store import Store
@@ -14,7 +15,7 @@ from tracecard.traces.store import Store
 
 @dataclass(frozen=True)
 class ExperimentCard:
-    """An experiment with its scorecard and the largest k its cells report."""
+    """An experiment with its scorecard and the k its summary reports pass@k / pass^k at."""
 
     experiment: ExperimentRow
     scorecard: Scorecard
@@ -24,5 +25,4 @@ class ExperimentCard:
 def experiment_card(store: Store, experiment: ExperimentRow) -> ExperimentCard:
     """Build the experiment's scorecard from its stored runs, scores and verdicts."""
     card = scorecard_of(stored_experiment(store, experiment))
-    k = max((s.evaluated for t in card.tasks for s in t.components), default=0)
-    return ExperimentCard(experiment=experiment, scorecard=card, k=k)
+    return ExperimentCard(experiment=experiment, scorecard=card, k=largest_k(card))

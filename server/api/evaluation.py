@@ -194,9 +194,11 @@ class ExperimentController(Controller):
 
     @get(
         "/{experiment_id:str}/{filename:str}",
-        summary="Scorecard as scorecard.json, scorecard.csv, scorecard.md or scorecard.xml",
+        summary="Scorecard as scorecard.json, .csv, .md or .junit (JUnit XML; .xml the same)",
     )
-    async def scorecard(self, state: State, experiment_id: str, filename: str) -> Response[Any]:
+    async def scorecard(
+        self, state: State, request: Request[Any, Any, Any], experiment_id: str, filename: str
+    ) -> Response[Any]:
         runtime = runtime_of(state)
         name, _, fmt = filename.partition(".")
         if name != "scorecard":
@@ -208,13 +210,16 @@ class ExperimentController(Controller):
             "csv": (to_csv, "text/csv; charset=utf-8"),
             "md": (to_markdown, "text/markdown; charset=utf-8"),
             "xml": (to_junit, "application/xml"),
+            "junit": (to_junit, "application/xml"),  # the same JUnit XML by its CI name
         }
         if fmt not in writers:
             raise HTTPException(status_code=404, detail=f"scorecard formats: {', '.join(writers)}")
         writer, media = writers[fmt]
         disposition = f'inline; filename="{experiment_id}-scorecard.{fmt}"'
         return Response(
-            writer(card), media_type=media, headers={"Content-Disposition": disposition}
+            writer(card, str(request.base_url).rstrip("/")),
+            media_type=media,
+            headers={"Content-Disposition": disposition},
         )
 
 

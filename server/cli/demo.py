@@ -220,7 +220,7 @@ def _demo(args: argparse.Namespace) -> int:
                     f"    {task_id:<20} {base}/compare/runs?experiment={b}&task={task_id}"
                 )
         console.print(
-            f"  scorecard export: {base}/api/experiments/{b}/scorecard.md (.json .csv .xml)"
+            f"  scorecard export: {base}/api/experiments/{b}/scorecard.md (.json .csv .junit)"
         )
         if args.no_serve:
             return 0

@@ -242,7 +242,7 @@ def run_summary_json(
             for o in failed_runs(outcomes)
         ],
         "components": {
-            c["component"]: {k: c.get(k) for k in ("mean", "low", "high", "n_tasks", "pass_rate")}
+            c["component"]: {k: c.get(k) for k in ("pass_rate", "mean", "flip", "n_tasks")}
             for c in card["components"]
         },
         "flags": card.get("flags", {}),

@@ -1,11 +1,11 @@
-"""`tracecard suite check`, `score`, `compare`, `export`, `gate`: work on the database directly,
-so they need no running server (scorers are pure; rescoring never touches the tools)."""
+"""`tracecard suite check`, `score`, `compare`, `export` (and `gate`, in its own module): work on
+the database directly, so they need no running server (scorers are pure; rescoring never touches
+the tools)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import os
 import sys
 from pathlib import Path
@@ -15,9 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from tracecard.scorers import (
-    Scorecard,
     SuiteError,
-    gate,
     load_suite,
     suite_version,
     to_csv,
@@ -25,8 +23,8 @@ from tracecard.scorers import (
     to_junit,
     to_markdown,
 )
-from tracecard.scorers.registry import component_names
 from tracecard.server.api.evaluation import comparison_view, with_drift
+from tracecard.server.cli import gate as gate_cli
 from tracecard.server.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -36,6 +34,7 @@ from tracecard.server.cli.common import (
     settings_from_args,
     warn,
 )
+from tracecard.server.cli.gate import component_statistics, known_component, resolve_experiment
 from tracecard.server.evaluation.service import (
     compare,
     experiment_drift,
@@ -44,9 +43,17 @@ from tracecard.server.evaluation.service import (
     scorecard_for,
 )
 from tracecard.server.orchestration.summary import comparison_table, verdict_line
+from tracecard.traces.queries import get_experiment
 from tracecard.traces.store import Store
 
-WRITERS: dict[str, object] = {"json": to_json, "csv": to_csv, "md": to_markdown, "xml": to_junit}
+# `xml` is the old name of `junit`, kept as an alias
+WRITERS: dict[str, Any] = {
+    "json": to_json,
+    "csv": to_csv,
+    "md": to_markdown,
+    "junit": to_junit,
+    "xml": to_junit,
+}
 
 
 def _store(args: argparse.Namespace) -> contextlib.AbstractContextManager[Store]:
@@ -101,7 +108,7 @@ def _score(args: argparse.Namespace) -> int:
             print_json(
                 {
                     "experiment_id": args.experiment,
-                    "components": _means(scorecard_for(store, args.experiment)),
+                    "components": component_statistics(scorecard_for(store, args.experiment)),
                 }
             )
         return code
@@ -127,20 +134,25 @@ def _rescore(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-def _known_component(name: str, flag: str) -> str:
-    known = component_names()
-    if name not in known:
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise UsageError(f"{flag}: unknown component {name!r}{hint}; known: {', '.join(known)}")
-    return name
+def _config_names(store: Store, a: str, b: str) -> tuple[str, str]:
+    """The two configurations' names (the ids when they share one name)."""
+    names = []
+    for experiment_id in (a, b):
+        row = get_experiment(store, experiment_id)
+        names.append(row.config_name if row is not None else experiment_id)
+    if names[0] == names[1]:
+        return f"{names[0]} ({a[:8]})", f"{names[1]} ({b[:8]})"
+    return names[0], names[1]
 
 
 def _compare(args: argparse.Namespace) -> int:
-    component = _known_component(args.component, "--component")
+    component = known_component(args.component, "--component")
     with _store(args) as store:
-        view = comparison_view(compare(store, args.a, args.b, component))
-        view = with_drift(view, experiment_drift(store, [args.a, args.b]), args.allow_drift)
+        a, b = resolve_experiment(store, args.a), resolve_experiment(store, args.b)
+        view = comparison_view(compare(store, a, b, component))
+        view = with_drift(view, experiment_drift(store, [a, b]), args.allow_drift)
+        name_a, name_b = _config_names(store, a, b)
+    view = {**view, "a_config": name_a, "b_config": name_b}
     verdict = view["verdict"]
     if verdict is None:  # drifted tool definitions: no verdict without --allow-drift
         if args.json:
@@ -155,17 +167,20 @@ def _compare(args: argparse.Namespace) -> int:
             {**view, "fail_on": args.fail_on, "allow_drift": args.allow_drift, "exit_code": code}
         )
         return code
-    Console().print(comparison_table(view, args.a, args.b))
-    print(verdict_line(view, args.a, args.b))
+    Console().print(comparison_table(view, name_a, name_b))
+    print(verdict_line(view, name_a, name_b))
+    print(f"A {name_a}: experiment {a} · B {name_b}: experiment {b}")
     if code:
         print(f"compare failed: verdict {verdict!r} with --fail-on {args.fail_on}")
     return code
 
 
 def _export(args: argparse.Namespace) -> int:
-    with _store(args) as store:
-        card = scorecard_for(store, args.experiment)
-    output: str | bytes = WRITERS[args.format](card)  # type: ignore[operator]
+    settings = settings_from_args(args, db=getattr(args, "db", None))
+    with existing_store(settings) as store:
+        card = scorecard_for(store, resolve_experiment(store, args.experiment))
+    base_url = args.base_url or settings.base_url
+    output: str | bytes = WRITERS[args.format](card, base_url)
     text = output.decode() if isinstance(output, bytes) else output
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -175,7 +190,7 @@ def _export(args: argparse.Namespace) -> int:
                     "experiment_id": args.experiment,
                     "format": args.format,
                     "output": args.output,
-                    "components": _means(card),
+                    "components": component_statistics(card),
                 }
             )
         else:
@@ -185,73 +200,6 @@ def _export(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
-
-
-def _means(card: Scorecard) -> dict[str, dict[str, Any]]:
-    return {
-        c.component: {"mean": c.mean, "low": c.low, "high": c.high, "n_tasks": c.n_tasks}
-        for c in card.components
-    }
-
-
-def _threshold(pair: str) -> tuple[str, float]:
-    name, sep, raw = pair.partition("=")
-    if not sep or not name or not raw.strip():
-        raise UsageError(
-            f"--min takes COMPONENT=VALUE, e.g. outcome=0.8 or outcome=80%, not {pair!r}"
-        )
-    text = raw.strip()
-    try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise UsageError(f"--min {pair}: {raw!r} is not a number (e.g. 0.8 or 80%)") from None
-    if not 0.0 <= value <= 1.0:
-        raise UsageError(f"--min {pair}: a threshold is between 0 and 1 (or 0% and 100%)")
-    return _known_component(name.strip(), "--min"), value
-
-
-def parse_thresholds(pairs: list[str]) -> dict[str, float]:
-    """`--min COMPONENT=VALUE` pairs, checked: at least one, known names, values in [0, 1]."""
-    if not pairs:
-        raise UsageError(
-            "gate needs at least one threshold, e.g. --min outcome=0.8 (a gate without one "
-            "would always pass)"
-        )
-    return dict(_threshold(pair) for pair in pairs)
-
-
-def _gate(args: argparse.Namespace) -> int:
-    thresholds = parse_thresholds(args.min)
-    with _store(args) as store:
-        card = scorecard_for(store, args.experiment)
-    skipped = []
-    if args.allow_not_evaluated:
-        skipped = [
-            name
-            for name in thresholds
-            if (summary := card.summary(name)) is None or summary.mean is None
-        ]
-    result = gate(card, {k: v for k, v in thresholds.items() if k not in skipped})
-    code = 0 if result.passed else EXIT_FAILED
-    if args.json:
-        print_json(
-            {
-                "experiment_id": args.experiment,
-                "passed": result.passed,
-                "thresholds": thresholds,
-                "failures": result.failures,
-                "skipped_not_evaluated": skipped,
-                "components": _means(card),
-                "exit_code": code,
-            }
-        )
-        return code
-    for name in skipped:
-        print(f"SKIP {name}: not evaluated (--allow-not-evaluated)")
-    for line in result.failures:
-        print(f"FAIL {line}")
-    print("gate passed" if result.passed else "gate failed")
-    return code
 
 
 def _with_db(parser: argparse.ArgumentParser) -> None:
@@ -296,8 +244,8 @@ def register(sub: Any) -> None:
     score.set_defaults(handler=_score)
 
     comparison = sub.add_parser("compare", help="paired comparison of two experiments")
-    comparison.add_argument("a", help="experiment id A (the baseline)")
-    comparison.add_argument("b", help="experiment id B (the candidate)")
+    comparison.add_argument("a", help="experiment A, the baseline: id or configuration name")
+    comparison.add_argument("b", help="experiment B, the candidate: id or configuration name")
     comparison.add_argument("--component", default="outcome", help="component (default outcome)")
     comparison.add_argument(
         "--fail-on",
@@ -314,30 +262,23 @@ def register(sub: Any) -> None:
     comparison.set_defaults(handler=_compare)
 
     export = sub.add_parser("export", help="write an experiment's scorecard")
-    export.add_argument("--experiment", required=True, help="experiment id")
-    export.add_argument("--format", choices=sorted(WRITERS), default="md", help="default md")
+    export.add_argument(
+        "--experiment", required=True, help="experiment id, or a configuration's name (its latest)"
+    )
+    export.add_argument(
+        "--format",
+        choices=sorted(WRITERS),
+        default="md",
+        help="md (default), json, csv or junit (xml: the old name of junit)",
+    )
+    export.add_argument(
+        "--base-url",
+        help="the viewer's address for the runs' links (default: the configured server's, "
+        "http://127.0.0.1:7800)",
+    )
     export.add_argument("--output", "-o", help="file to write (default stdout)")
     _json_flag(export)
     _with_db(export)
     export.set_defaults(handler=_export)
 
-    gate_parser = sub.add_parser(
-        "gate", help="exit non-zero when a component's mean is below its threshold"
-    )
-    gate_parser.add_argument("--experiment", required=True, help="experiment id")
-    gate_parser.add_argument(
-        "--min",
-        action="append",
-        default=[],
-        metavar="COMPONENT=VALUE",
-        help="threshold on a component's mean, e.g. --min outcome=0.8 or outcome=80%% "
-        "(repeatable; at least one)",
-    )
-    gate_parser.add_argument(
-        "--allow-not-evaluated",
-        action="store_true",
-        help="skip a threshold whose component was not evaluated (default: it fails)",
-    )
-    _json_flag(gate_parser)
-    _with_db(gate_parser)
-    gate_parser.set_defaults(handler=_gate)
+    gate_cli.register(sub)

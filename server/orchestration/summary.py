@@ -61,15 +61,14 @@ class RunProgress:
 
 
 def _cell(stats: dict[str, Any] | None) -> str:
+    """`pass_rate passes/evaluated` (⇄ a flip); `mean 0.71` for a value without pass/fail."""
     if stats is None or stats.get("n", 0) == 0:
         return "–"
-    mean = stats.get("mean_value")
-    if mean is None:
-        return "n/e"
-    if not stats.get("evaluated"):  # a value without pass/fail (the composite)
-        return f"{mean:.2f}"
+    mean = stats.get("mean")
+    if not stats.get("evaluated"):  # a value without pass/fail (the composite), or none
+        return "n/e" if mean is None else f"m {mean:.2f}"
     flip = "⇄" if stats.get("flip") else ""
-    return f"{mean:.2f} {stats['passes']}/{stats['evaluated']}{flip}"
+    return f"{stats['pass_rate']:.2f} {stats['passes']}/{stats['evaluated']}{flip}"
 
 
 HEADERS = {
@@ -81,28 +80,38 @@ HEADERS = {
 LEGEND = "invoc. invocation · compl. completion · effic. efficiency · comp. composite"
 
 
-def _interval(summary: dict[str, Any] | None) -> tuple[str, str]:
-    """The mean, and its 95% interval on its own line ("n/a" below 2 tasks)."""
-    if summary is None or summary.get("mean") is None:
+def _statistic(stat: dict[str, Any] | None) -> tuple[str, str]:
+    """A statistic's value, and its 95% interval on its own line ("n/a" below 2 tasks)."""
+    if not stat or stat.get("value") is None:
         return "–", ""
-    low, high = summary.get("low"), summary.get("high")
+    low, high = stat.get("low"), stat.get("high")
     if low is None or high is None:
-        return f"{summary['mean']:.2f}", "n/a"
-    return f"{summary['mean']:.2f}", f"{low:.2f}–{high:.2f}"
+        return f"{stat['value']:.2f}", "n/a"
+    return f"{stat['value']:.2f}", f"{low:.2f}–{high:.2f}"
+
+
+def largest_k(card: dict[str, Any]) -> int:
+    """The k the tables report pass^k at (as scorers.writers.largest_k)."""
+    return max(
+        (max((int(k) for k in c.get("pass_hat_k") or {}), default=0) for c in card["components"]),
+        default=0,
+    )
 
 
 def scorecard_table(card: dict[str, Any], title: str | None = None) -> Table:
-    """Rows: tasks and the suite mean; columns: components as `mean passes/evaluated`.
-    ⇄ marks a task whose trials both passed and failed (a flip); n/e: not evaluated.
-    Narrow enough for 80 columns (a CI log): short headers with a legend, no vertical rules,
-    the interval on a row of its own."""
+    """Rows: tasks, then each statistic's mean over tasks; columns: components. A task's cell
+    is its `pass_rate passes/evaluated` (the headline, as in the viewer and every export);
+    ⇄ marks a task whose trials both passed and failed (a flip); n/e: not evaluated; `m 0.71`
+    the mean of a component without pass/fail. Narrow enough for 80 columns (a CI log): short
+    headers with a legend, no vertical rules, each interval on a row of its own."""
     experiment = card["experiment"]
     name = experiment["config"].get("name", experiment["id"])
     trials = max((t["runs"] for t in card["tasks"]), default=0)
     table = Table(
         title=title
         or f"{name} · {card['suite']['name']} · experiment {experiment['id']} · {trials} trials",
-        caption="mean passes/evaluated per task · ⇄ trials disagree · n/e not evaluated\n" + LEGEND,
+        caption="pass_rate passes/evaluated per task · ⇄ trials disagree · n/e not evaluated · "
+        "m mean (no pass/fail)\n" + LEGEND,
         box=box.SIMPLE_HEAD,
         padding=(0, 0),
         pad_edge=False,
@@ -119,10 +128,19 @@ def scorecard_table(card: dict[str, Any], title: str | None = None) -> Table:
         by_component = {c["component"]: c for c in task["components"]}
         table.add_row(task["task_id"], *(_cell(by_component.get(c)) for c in components))
     summaries = {c["component"]: c for c in card["components"]}
-    rows = [_interval(summaries.get(component)) for component in components]
+    k = largest_k(card)
     table.add_section()
-    table.add_row(f"mean ({len(card['runs'])} runs)", *(r[0] for r in rows), style="bold")
-    table.add_row("95% CI", *(r[1] for r in rows))
+    for label, key in (("pass_rate", "pass_rate"), ("mean", "mean")):
+        rows = [_statistic((summaries.get(c) or {}).get(key)) for c in components]
+        title_row = f"{label} ({len(card['runs'])} runs)" if key == "pass_rate" else label
+        table.add_row(title_row, *(r[0] for r in rows), style="bold" if key == "pass_rate" else "")
+        table.add_row("95% CI", *(r[1] for r in rows))
+    if k > 1:
+        rows = [
+            _statistic(((summaries.get(c) or {}).get("pass_hat_k") or {}).get(str(k)))
+            for c in components
+        ]
+        table.add_row(f"pass^{k}", *(r[0] for r in rows))
     return table
 
 

@@ -87,11 +87,16 @@ def test_per_task_component_statistics(card: Scorecard) -> None:
 
 def test_per_component_summary_and_flags(card: Scorecard) -> None:
     outcome = card.summary("outcome")
-    assert outcome is not None
-    assert outcome.mean == pytest.approx((2 / 3 + 1) / 2) and outcome.n_tasks == 2
-    assert outcome.low is not None and outcome.high is not None
-    assert outcome.low <= outcome.mean <= outcome.high
-    assert outcome.flip_rate == 0.5
+    assert outcome is not None and outcome.n_tasks == 2
+    # every named statistic is a mean over tasks with its interval
+    assert outcome.pass_rate.value == pytest.approx((2 / 3 + 1) / 2)
+    assert outcome.mean.value == pytest.approx((2 / 3 + 1) / 2)
+    low, high = outcome.pass_rate.low, outcome.pass_rate.high
+    assert low is not None and high is not None and low <= outcome.pass_rate.value <= high
+    assert outcome.pass_at_k[1] == outcome.pass_rate
+    assert outcome.pass_hat_k[3].value == pytest.approx((0 + 1) / 2)
+    assert outcome.pass_at_k[2].value == pytest.approx((1 + 1) / 2)
+    assert outcome.flip.value == 0.5 and outcome.flip.n_tasks == 2
     assert card.flags == {"hallucinated_completion": 1}
     assert card.suite.version == suite_version(SUITE)
 
@@ -114,7 +119,10 @@ def test_runs_of_unknown_tasks_are_rejected() -> None:
 
 def test_json_round_trip(card: Scorecard) -> None:
     document = json.loads(to_json(card))
-    assert document["schema_version"] == 1
+    assert document["schema_version"] == 2
+    assert document["components"][0]["pass_rate"]["value"] == pytest.approx(5 / 6)
+    assert document["runs"][0]["viewer_url"] == "/runs/read-notes-0"
+    assert document["runs"][1]["verdict"] == "failed"
     assert document["tasks"][0]["components"][0]["pass_at_k"]["1"] == pytest.approx(2 / 3)
     assert read_scorecard_json(to_json(card)) == card
 
@@ -126,6 +134,7 @@ def test_json_round_trip(card: Scorecard) -> None:
         (b"[]", "must be an object"),
         (b'{"schema_version": 99}', "schema_version 99 is not supported"),
         (b'{"schema_version": 1}', "wrong shape"),
+        (b'{"schema_version": 2}', "wrong shape"),
     ],
 )
 def test_json_reader_rejects(text: bytes, reason: str) -> None:
@@ -133,33 +142,71 @@ def test_json_reader_rejects(text: bytes, reason: str) -> None:
         read_scorecard_json(text)
 
 
+def test_v1_scorecards_are_still_read(card: Scorecard) -> None:
+    """A schema-1 document (flat `mean`/`low`/`high`/`pass_rate`/`flip_rate`, a task's
+    `mean_value`) reads into the current model, pass@k / pass^k recomputed from the tasks."""
+    old = json.loads(to_json(card))
+    old["schema_version"] = 1
+    old["components"] = [
+        {
+            "component": "outcome",
+            "mean": 0.8,
+            "low": 0.6,
+            "high": 1.0,
+            "n_tasks": 2,
+            "pass_rate": 0.83,
+            "flip_rate": 0.5,
+        },
+    ]
+    for task in old["tasks"]:
+        for stats in task["components"]:
+            stats["mean_value"] = stats.pop("mean")
+    for row in old["runs"]:
+        for key in ("verdict", "first_failure", "viewer_url", "calls"):
+            row.pop(key, None)
+    read = read_scorecard_json(json.dumps(old))
+    outcome = read.summary("outcome")
+    assert outcome is not None and read.schema_version == 2
+    assert (outcome.mean.value, outcome.mean.low, outcome.mean.high) == (0.8, 0.6, 1.0)
+    assert outcome.pass_rate.value == 0.83 and outcome.flip.value == 0.5
+    assert outcome.pass_hat_k[3].value == pytest.approx(0.5)
+    assert read.task("read-notes").component("outcome").mean == pytest.approx(2 / 3)  # type: ignore[union-attr]
+
+
 def test_csv_one_row_per_run_and_component(card: Scorecard) -> None:
-    rows = list(csv.DictReader(io.StringIO(to_csv(card))))
+    rows = list(csv.DictReader(io.StringIO(to_csv(card, "http://ci:7800"))))
     assert len(rows) == len(RUNS) * 2
     first = rows[0]
     assert first["task_id"] == "read-notes" and first["component"] == "outcome"
     assert first["scorer_version"] == "1" and first["passed"] == "true"
     assert first["meta.difficulty"] == "easy" and first["config"] == "gpt | <x>"
+    assert (
+        first["verdict"] == "passed" and first["viewer_url"] == "http://ci:7800/runs/read-notes-0"
+    )
     assert rows[2]["flags"] == "hallucinated_completion"
+    assert rows[2]["verdict"] == "failed" and rows[2]["first_failure"] == "outcome: failed"
 
 
 def test_markdown_tables_escape_cells(card: Scorecard) -> None:
     md = to_markdown(card)
-    assert "| component | mean | 95% interval | pass rate | flip rate | tasks |" in md
-    assert "| read-notes | 2/3 (0.67) ⚠ flip | 3/3 (1.00) |" in md
+    assert "| component | pass_rate | mean | pass@3 | pass^3 | flip | tasks |" in md
+    assert "| outcome | 0.83 [0.67, 1.00] | 0.83 [0.67, 1.00] | 1.00 [1.00, 1.00] | 0.50 " in md
+    assert "| read-notes | 0.67 2/3 ⇄ · mean 0.67 | 1.00 3/3 · mean 1.00 |" in md
     assert "| hallucinated_completion | 1 |" in md
     assert "gpt \\| &lt;x&gt;" in md and "<x>" not in md
 
 
-def test_junit_one_testcase_per_task(card: Scorecard) -> None:
-    root = ET.fromstring(to_junit(card))
+def test_junit_one_testcase_per_task_and_component(card: Scorecard) -> None:
+    root = ET.fromstring(to_junit(card, "http://ci:7800"))
     suite = root.find("testsuite")
-    assert suite is not None and suite.get("tests") == "3" and suite.get("failures") == "1"
-    cases = {c.get("name"): c for c in suite.iter("testcase")}
-    failure = cases["read-notes"].find("failure")
-    assert failure is not None and failure.get("message") == "failed: outcome (2/3 passed)"
-    assert cases["write-report"].find("failure") is None
-    assert cases["abstain-delete"].find("skipped") is not None
+    assert suite is not None and suite.get("tests") == "6" and suite.get("failures") == "1"
+    cases = {(c.get("classname"), c.get("name")): c for c in suite.iter("testcase")}
+    failure = cases[("basic.read-notes", "outcome")].find("failure")
+    assert failure is not None and failure.get("message") == "outcome pass_rate 0.67 (2/3 passed)"
+    assert "- run read-notes-1 (trial 1, finished): failed" in (failure.text or "")
+    assert "http://ci:7800/runs/read-notes-1" in (failure.text or "")
+    assert cases[("basic.write-report", "outcome")].find("failure") is None
+    assert cases[("basic.abstain-delete", "outcome")].find("skipped") is not None
 
 
 def test_junit_survives_hostile_text() -> None:
@@ -169,12 +216,18 @@ def test_junit_survives_hostile_text() -> None:
 
 
 def test_gate_thresholds(card: Scorecard) -> None:
-    assert gate(card, {"outcome": 0.8, "safety": 1.0}).passed
-    failed = gate(card, {"outcome": 0.9, "completion": 0.1})
+    passed = gate(card, {"outcome": 0.8, "safety": 1.0})
+    assert passed.passed
+    assert [c.message for c in passed.checks] == [
+        "outcome pass_rate 0.83 >= 0.80",
+        "safety pass_rate 1.00 >= 1.00",
+    ]
+    failed = gate(card, {"outcome": 0.9, "completion": 0.1, "outcome.pass^3": 0.6})
     assert not failed.passed
     assert failed.failures == [
-        "outcome: mean 0.833 < 0.9",
-        "completion: not evaluated (threshold 0.1)",
+        "outcome pass_rate 0.83 < 0.90",
+        "completion pass_rate: not evaluated (threshold 0.10)",
+        "outcome pass^3 0.50 < 0.60",
     ]
 
 
@@ -182,16 +235,21 @@ def test_composite_values_show_without_pass_counts() -> None:
     runs = [run("read-notes", 0, True)]
     runs[0]["components"].append(cs("composite", None, 0.4))
     card = build_scorecard(SUITE, {"id": "e", "config": {}}, runs, resamples=10)
-    assert "| read-notes | 1/1 (1.00) | 1/1 (1.00) | 0.40 |" in to_markdown(card)
-    case = ET.fromstring(to_junit(card)).find("testsuite/testcase")
-    assert case is not None and case.find("system-out") is None
+    assert (
+        "| read-notes | 1.00 1/1 · mean 1.00 | 1.00 1/1 · mean 1.00 | mean 0.40 |"
+        in to_markdown(card)
+    )
+    cases = ET.fromstring(to_junit(card)).findall("testsuite/testcase")
+    composite = next(c for c in cases if c.get("name") == "composite")
+    assert composite.find("skipped").get("message") == "mean 0.40, no pass/fail"  # type: ignore[union-attr]
 
 
 def test_null_scores_are_marked_not_evaluated() -> None:
     card = build_scorecard(SUITE, {"id": "e", "config": {}}, [run("read-notes", 0, None)])
-    assert "| read-notes | not evaluated | 1/1 (1.00) |" in to_markdown(card)
+    assert "| read-notes | n/e | 1.00 1/1 · mean 1.00 |" in to_markdown(card)
     case = ET.fromstring(to_junit(card)).find("testsuite/testcase")
-    assert case is not None and case.findtext("system-out") == "not evaluated: outcome"
+    assert case is not None and case.get("name") == "outcome"
+    assert case.find("skipped").get("message") == "not evaluated (no pass/fail)"  # type: ignore[union-attr]
 
 
 def test_one_task_has_no_interval_not_a_zero_width_one() -> None:
@@ -199,6 +257,7 @@ def test_one_task_has_no_interval_not_a_zero_width_one() -> None:
     card = build_scorecard(SUITE, {"id": "e", "config": {}}, runs, resamples=50)
     outcome = card.summary("outcome")
     assert outcome is not None and outcome.n_tasks == 1
-    assert outcome.mean == pytest.approx(2 / 3)
-    assert (outcome.low, outcome.high) == (None, None)  # "not available", never [0.67, 0.67]
+    assert outcome.mean.value == pytest.approx(2 / 3)
+    for stat in (outcome.mean, outcome.pass_rate, outcome.flip, outcome.pass_hat_k[3]):
+        assert (stat.low, stat.high) == (None, None)  # "not available", never [0.67, 0.67]
     assert "[0.67, 0.67]" not in to_markdown(card)

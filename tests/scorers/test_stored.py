@@ -74,4 +74,4 @@ def test_a_missing_suite_document_is_rebuilt_from_the_runs(memory_store: Store) 
     card = scorecard_of(stored_experiment(memory_store, experiment), resamples=100)
     assert [t.task_id for t in card.tasks] == ["echo"]
     outcome = card.summary("outcome")
-    assert outcome is not None and outcome.pass_rate == 0.0
+    assert outcome is not None and outcome.pass_rate.value == 0.0

@@ -49,7 +49,7 @@ def test_gate_usage_errors_exit_2(
     good, _poor, db = experiments
     gate = ["gate", "--experiment", good, *db]
     assert main(gate) == 2
-    assert "gate needs at least one threshold" in capsys.readouterr().err
+    assert "gate needs at least one check" in capsys.readouterr().err
     assert main([*gate, "--min", "outcom=0.5"]) == 2
     err = capsys.readouterr().err
     assert "unknown component 'outcom' (did you mean outcome?)" in err
@@ -57,6 +57,11 @@ def test_gate_usage_errors_exit_2(
     for bad in ("completion=1.5", "completion=-0.1", "completion=150%", "completion=high"):
         assert main([*gate, "--min", bad]) == 2, bad
         assert "--min" in capsys.readouterr().err
+    for unknown in ("outcome.pass^0", "outcome.median"):  # a statistic not in the vocabulary
+        assert main([*gate, "--min", f"{unknown}=0.5"]) == 2
+        err = capsys.readouterr().err
+        assert f"unknown statistic {unknown.split('.')[1]!r}" in err
+        assert "valid: pass_rate (the default), mean, pass@K, pass^K (K = 1, 2, ...), flip" in err
 
 
 def test_gate_passes_fails_and_not_evaluated(
@@ -68,15 +73,20 @@ def test_gate_passes_fails_and_not_evaluated(
     assert "FAIL completion" in capsys.readouterr().out
     # no outcome expectations: not evaluated fails, unless allowed
     assert main(["gate", "--experiment", good, "--min", "outcome=0.5", *db]) == 1
-    assert "outcome: not evaluated" in capsys.readouterr().out
+    assert "FAIL outcome pass_rate: not evaluated (threshold 0.50)" in capsys.readouterr().out
     allowed = ["--min", "outcome=0.5", "--min", "completion=1", "--allow-not-evaluated"]
     assert main(["gate", "--experiment", good, *allowed, *db]) == 0
-    assert "SKIP outcome: not evaluated" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "SKIP outcome.pass_rate: not evaluated" in out
+    assert "PASS completion pass_rate 1.00 >= 1.00" in out  # a pass says what it measured
     assert main(["gate", "--experiment", poor, "--min", "completion=0.8", "--json", *db]) == 1
     result = _json(capsys)
     assert result["experiment_id"] == poor and result["passed"] is False
-    assert result["thresholds"] == {"completion": 0.8} and result["exit_code"] == 1
-    assert result["components"]["completion"]["mean"] == 0.0
+    assert result["exit_code"] == 1
+    (check,) = result["checks"]
+    assert check["name"] == "completion pass_rate >= 0.80" and check["measured"] == 0.0
+    assert check["limit"] == 0.8 and check["passed"] is False
+    assert result["components"]["completion"]["pass_rate"]["value"] == 0.0
 
 
 def test_compare_fail_on_and_component(
@@ -87,7 +97,9 @@ def test_compare_fail_on_and_component(
     assert main(["compare", good, poor, "--component", "complet", *db]) == 2
     assert "unknown component 'complet'" in capsys.readouterr().err
     assert main(["compare", good, poor, *base]) == 0  # no --fail-on: a report
-    assert f"verdict on completion: {good} is better" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "verdict on completion: good is better" in printed  # configurations by name
+    assert f"A good: experiment {good} · B poor: experiment {poor}" in printed  # ids second
     assert main(["compare", good, poor, "--fail-on", "regression", *base]) == 1
     assert "compare failed: verdict 'A better'" in capsys.readouterr().out
     assert main(["compare", poor, good, "--fail-on", "regression", *base]) == 0
@@ -119,7 +131,10 @@ def test_score_and_export_json(
     captured = capsys.readouterr()
     assert "rescored 10 of 10" in captured.err
     scored = orjson.loads(captured.out)
-    assert scored["experiment_id"] == good and scored["components"]["completion"]["mean"] == 1.0
+    assert (
+        scored["experiment_id"] == good
+        and scored["components"]["completion"]["mean"]["value"] == 1.0
+    )
     out = tmp_path / "card.md"
     assert main(["export", "--experiment", good, "-o", str(out), "--json", *db]) == 0
     exported = _json(capsys)

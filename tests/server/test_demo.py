@@ -156,7 +156,7 @@ def test_hasty_shows_the_designed_failures(
         assert stats is not None and stats.flip, (task_id, component)
     assert failing_trials(card, "assign-printer", "outcome") == {0, 2, 3}
     summary = card.summary("outcome")
-    assert summary is not None and summary.flip_rate is not None and summary.flip_rate > 0.3
+    assert summary is not None and summary.flip.value is not None and summary.flip.value > 0.3
 
 
 def test_the_comparison_verdict_is_stated(

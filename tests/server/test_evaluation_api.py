@@ -148,7 +148,7 @@ async def test_suite_experiment_finish_scorecard_and_rescore(app_settings: Setti
         card_response = await client.get(f"/api/experiments/{experiment['id']}/scorecard.json")
         card = card_response.json()
         assert card_response.status_code == 200, card_response.text
-        assert card["schema_version"] == 1
+        assert card["schema_version"] == 2
         rows = list(
             csv.DictReader(
                 io.StringIO(
@@ -157,10 +157,13 @@ async def test_suite_experiment_finish_scorecard_and_rescore(app_settings: Setti
             )
         )
         assert {r["task_id"] for r in rows} == {"echo-hello", "no-tools"}
-        junit = ET.fromstring(
-            (await client.get(f"/api/experiments/{experiment['id']}/scorecard.xml")).text
-        )
-        assert len(junit.findall(".//testcase")) == 2
+        xml = (await client.get(f"/api/experiments/{experiment['id']}/scorecard.xml")).text
+        junit = ET.fromstring(xml)
+        # one testcase per task x component, by either name of the format
+        components = len(card["components"])
+        assert len(junit.findall(".//testcase")) == 2 * components
+        same = await client.get(f"/api/experiments/{experiment['id']}/scorecard.junit")
+        assert same.text == xml
         markdown = (await client.get(f"/api/experiments/{experiment['id']}/scorecard.md")).text
         assert "echo-hello" in markdown
 

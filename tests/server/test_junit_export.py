@@ -45,12 +45,15 @@ def test_junit_times_and_timestamp_parse(
 
     xml = JUnitXml.fromfile(str(out))
     (suite,) = list(xml)
-    assert suite.tests == 2 and suite.failures == 1 and suite.errors == 0
-    cases = {case.name: case for case in suite}
-    assert set(cases) == {"quick", "wrong"}
-    for case in cases.values():
-        assert case.time >= 0.6  # two trials of at least 0.3 s each
-    assert any(isinstance(r, Failure) for r in cases["wrong"].result)
+    # one testcase per task x component (6 components; 1 failure: wrong's completion)
+    assert suite.tests == 12 and suite.failures == 1 and suite.errors == 0
+    cases = {(case.classname, case.name): case for case in suite}
+    assert {c for c, _ in cases} == {"timed.quick", "timed.wrong"}
+    for task in ("quick", "wrong"):
+        task_time = sum(c.time for (cls, _), c in cases.items() if cls == f"timed.{task}")
+        assert task_time >= 0.6  # two trials of at least 0.3 s each
+    failure = next(r for r in cases[("timed.wrong", "completion")].result if isinstance(r, Failure))
+    assert failure.message == "completion pass_rate 0.00 (0/2 passed)"
     assert suite.time == pytest.approx(sum(c.time for c in cases.values()), abs=0.002)
     assert xml.time == pytest.approx(suite.time, abs=0.002)
     started = datetime.fromisoformat(suite.timestamp)

@@ -83,7 +83,7 @@ async def test_a_long_component_name_is_stored_and_served(
         assert verdict.status_code == 201, verdict.text
         card = (await client.get(f"/api/experiments/{experiment['id']}/scorecard.json")).json()
         summary = next(c for c in card["components"] if c["component"] == LONG)
-        assert summary["pass_rate"] == 0.0
+        assert summary["pass_rate"]["value"] == 0.0
         assert card["agreement"] == [{"scorer": "politeness", "n": 1, "agree": 1, "rate": 1.0}]
     store.dispose()
 

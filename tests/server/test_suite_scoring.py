@@ -150,7 +150,7 @@ def test_suite_constants_score_real_runs_and_are_recorded(server: RunningServer)
         card = http.get(f"{base}.json").json()
         assert card["suite"]["version"] == versions["notes-weighted"]
         summary = next(c for c in card["components"] if c["component"] == "composite")
-        assert summary["mean"] == pytest.approx(0.3)
+        assert summary["mean"]["value"] == pytest.approx(0.3)
         [record] = card["runs"]
         composite = next(c for c in record["components"] if c["component"] == "composite")
         assert composite["evidence"]["constants"] == WEIGHTED_COMPOSITE

@@ -115,7 +115,7 @@ async def test_a_registered_tone_scorer_flows_through_every_reader(
         card = (await client.get(f"{base}.json")).json()
         assert [c["component"] for c in card["components"]][-1] == "tone"
         tone_summary = next(c for c in card["components"] if c["component"] == "tone")
-        assert tone_summary["pass_rate"] == 0.0
+        assert tone_summary["pass_rate"]["value"] == 0.0
         assert card["agreement"] == [{"scorer": "tone", "n": 1, "agree": 1, "rate": 1.0}]
         rows = list(csv.DictReader(io.StringIO((await client.get(f"{base}.csv")).text)))
         assert {(r["component"], r["passed"]) for r in rows if r["component"] == "tone"} == {

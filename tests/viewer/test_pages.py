@@ -102,8 +102,11 @@ async def test_experiment_page_shows_the_matrix_flags_exports_and_agreement(
     html = (await get(night_client, f"/experiments/{experiment}")).text
     assert "refund-order" in html and "⇄ flaky" in html
     assert "pass@5" in html and "pass^5" in html and "95% CI" in html
-    for ext in ("json", "csv", "md", "xml"):
+    for ext in ("json", "csv", "md", "junit"):
         assert f"/api/experiments/{experiment}/scorecard.{ext}" in html
+    # the footer names each statistic of the vocabulary, the headline first
+    rows = re.findall(r'<tr class="summary" data-summary="([^"]+)"', html)
+    assert rows == ["pass_rate", "mean", "pass@k", "pass^k", "flip"]
     assert "hallucinated completion" in html
     assert "Agreement with people" in html
 
