@@ -28,6 +28,8 @@ from tracecard.server.bfcl.agreement import (  # noqa: E402
     simulated_spans,
     tracecard_verdict,
 )
+from tracecard.server.bfcl.branches import BRANCHES, exercised  # noqa: E402
+from tracecard.server.bfcl.disagreements import CLASSES, classify  # noqa: E402
 from tracecard.server.bfcl.env import MULTI_TURN, SINGLE_TURN  # noqa: E402
 from tracecard.server.bfcl.importer import import_suite  # noqa: E402
 from tracecard.server.bfcl.trajectories import PERTURBATIONS, ground_truth, perturb  # noqa: E402
@@ -48,6 +50,9 @@ def measure(per_category: int, seeds: int) -> dict[str, Any]:
                 continue
             ours, components = tracecard_verdict(task, simulated_spans(task, task.id, trajectory))
             theirs = bfcl_verdict(task.id, trajectory)
+            branches = exercised(
+                task.id, trajectory, theirs.valid, theirs.error, list(theirs.messages)
+            )
             rows.append(
                 {
                     "entry": task.id,
@@ -59,6 +64,8 @@ def measure(per_category: int, seeds: int) -> dict[str, Any]:
                     "bfcl_runner": theirs.runner_valid,
                     "bfcl_error": theirs.error,
                     "components": components,
+                    "branches": branches,
+                    "class": classify(task.id, trajectory, ours, components, theirs),
                 }
             )
     return {"rows": rows, "seconds": round(time.perf_counter() - started, 1)}
@@ -84,6 +91,38 @@ def table(rows: list[dict[str, Any]], key: str) -> list[str]:
     return lines
 
 
+def branch_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Per branch of BFCL's checkers: trajectories that exercised it, accepted and rejected by
+    BFCL, and how many of those tracecard judged the same."""
+    lines = [
+        "| branch | BFCL accepts | same | BFCL rejects | same | by (variations) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for branch in BRANCHES:
+        counts = {True: [0, 0], False: [0, 0]}
+        kinds: collections.Counter[str] = collections.Counter()
+        for row in rows:
+            for name, accepted in row["branches"]:
+                if name == branch:
+                    counts[accepted][0] += 1
+                    counts[accepted][1] += row["tracecard"] == row["bfcl"]
+                    if row["kind"] != "ground_truth":
+                        kinds[row["kind"]] += 1
+        top = ", ".join(k for k, _ in kinds.most_common(4))
+        lines.append(
+            f"| `{branch}` | {counts[True][0]} | {counts[True][1]} | {counts[False][0]} | "
+            f"{counts[False][1]} | {top} |"
+        )
+    return lines
+
+
+def class_table(rows: list[dict[str, Any]]) -> list[str]:
+    found = collections.Counter(row["class"] for row in rows if row["class"])
+    lines = ["| disagreement | trajectories |", "|---|---|"]
+    lines += [f"| {name} | {found[name]} |" for name in CLASSES]
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-category", type=int, default=8)
@@ -95,10 +134,14 @@ def main() -> int:
     print("\n".join(table(rows, "category")))
     print()
     print("\n".join(table(rows, "kind")))
+    print()
+    print("\n".join(branch_table(rows)))
+    print()
+    print("\n".join(class_table(rows)))
     print(f"\n{len(rows)} trajectories in {result['seconds']} s")
     for row in rows:
-        if row["tracecard"] != row["bfcl"] or row["tracecard"] != row["bfcl_runner"]:
-            print("differs:", json.dumps(row))
+        if row["tracecard"] != row["bfcl"]:
+            print("differs:", json.dumps({k: v for k, v in row.items() if k != "branches"}))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0

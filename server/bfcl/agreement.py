@@ -39,6 +39,7 @@ class BfclVerdict:
     valid: bool
     runner_valid: bool
     error: str
+    messages: tuple[str, ...] = ()  # the checker's error messages (they name the parameter)
 
 
 def _ast_checker() -> Any:
@@ -81,7 +82,8 @@ def bfcl_verdict(entry_id: str, trajectory: Trajectory) -> BfclVerdict:
         irrelevance = checker.multi_turn_irrelevance_checker(decoded, truth)
         valid = bool(state["valid"]) and bool(irrelevance["valid"])
         error = str(state.get("error_type") or irrelevance.get("error_type") or "")
-        return BfclVerdict(valid, bool(state["valid"]), error)
+        message = str(state.get("error_message") or irrelevance.get("error_message") or "")
+        return BfclVerdict(valid, bool(state["valid"]), error, (message,) if message else ())
     calls = trajectory[0] if trajectory else []
     if "irrelevance" in category:
         return BfclVerdict(not calls, not calls, "" if not calls else "irrelevance:called")
@@ -91,7 +93,8 @@ def bfcl_verdict(entry_id: str, trajectory: Trajectory) -> BfclVerdict:
     output = [{c["tool"]: dict(c["arguments"])} for c in calls]
     result = ast.ast_checker(entry["function"], output, answer, language, category, "tracecard")
     valid = bool(result["valid"])
-    return BfclVerdict(valid, valid, str(result.get("error_type", "")))
+    messages = tuple(m for m in result.get("error", []) if isinstance(m, str))
+    return BfclVerdict(valid, valid, str(result.get("error_type", "")), messages)
 
 
 def _span(name: str, attributes: dict[str, Any], start: int, parent: str | None) -> dict[str, Any]:

@@ -165,12 +165,16 @@ def matcher(
         return {"one_of": [], **optional}  # BFCL: unexpected parameter when given
     declared = _DECLARED[str(schema.get("type"))]
     kind = _kind(schema)
+    # BFCL compares a given string with every str of the answer, `""` included: given `""`
+    # matches where leaving the argument out is allowed
+    empty = [""] if "" in allowed else []
     if values and type_name(values[0]) not in (_EXACT.get(declared, declared), declared):
         types = [declared, type_name(values[0])]
-        return {"one_of": values, "normalize": "python", "type": types, **optional}
+        return {"one_of": values + empty, "normalize": "python", "type": types, **optional}
     found: dict[str, Any] = {"type": [declared], **optional}
     if declared == "string":
-        return {"one_of": [v for v in values if isinstance(v, str)], "normalize": "bfcl"} | found
+        strings = [v for v in values if isinstance(v, str)] + empty
+        return {"one_of": strings, "normalize": "bfcl"} | found
     if declared not in ("array", "object"):
         return {"one_of": values, "normalize": "python"} | found
     expanded: list[Any] = []

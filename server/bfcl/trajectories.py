@@ -1,6 +1,7 @@
 """Trajectories of BFCL entries: the ground truth turn by turn, and perturbed versions of it
 (dropped call, changed argument, reordered, duplicated, a call a turn late, a call in a turn that
-needs none, a wrong function), for the replay agent and the agreement measurement."""
+needs none, a wrong function, and the surface variations of `variations.py`), for the replay
+agent and the agreement measurement."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from tracecard.server.bfcl.answers import first_allowed, param_kinds
 from tracecard.server.bfcl.env import Environment, parse_calls, possible_answers
 from tracecard.server.bfcl.mcp_server import find_entry, tool_docs
+from tracecard.server.bfcl.variations import VARIATIONS, vary
 
 __all__ = ["PERTURBATIONS", "Trajectory", "ground_truth", "perturb"]
 
@@ -23,6 +25,7 @@ PERTURBATIONS = (
     "late",
     "call_where_none",
     "wrong_function",
+    *VARIATIONS,  # surface variations of real model output (server/bfcl/variations.py)
 )
 
 
@@ -70,6 +73,8 @@ def _changed(value: Any) -> Any:
 
 def perturb(entry_id: str, trajectory: Trajectory, kind: str, seed: int) -> Trajectory | None:
     """`trajectory` changed in one way; None when that change does not apply to it."""
+    if kind in VARIATIONS:
+        return vary(entry_id, trajectory, kind, seed)
     rng = random.Random(f"{entry_id}:{kind}:{seed}")
     turns = [[dict(call) for call in turn] for turn in trajectory]
     with_calls = [i for i, turn in enumerate(turns) if turn]

@@ -1,8 +1,10 @@
 """`tracecard import bfcl` and agreement with BFCL's own checkers on a fixed, seeded sample.
 
-The sample: the first entry of every supported category (two for the multi-turn ones), its
-ground truth and every perturbation that applies, judged by BFCL's AST / multi-turn /
-irrelevance checkers and by tracecard's scorers. The full measurement is bench/bfcl_agreement.py.
+The sample: the first entry of every supported category (two for the multi-turn ones) and a few
+chosen for the branches they reach, their ground truth and every perturbation and surface
+variation that applies (seed 0), judged by BFCL's AST / multi-turn / irrelevance checkers and by
+tracecard's scorers; every branch of BFCL's checkers is reached both ways. The full measurement
+is bench/bfcl_agreement.py.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tracecard.scorers import dump_suite, parse_suite, suite_version
+from tracecard.scorers import Task, dump_suite, parse_suite, suite_version
 from tracecard.server.bfcl.agreement import bfcl_verdict, simulated_spans, tracecard_verdict
+from tracecard.server.bfcl.branches import BRANCHES, exercised
+from tracecard.server.bfcl.disagreements import CLASSES, TRACECARD_WRONG, classify
 from tracecard.server.bfcl.env import MULTI_TURN, SINGLE_TURN, UNSUPPORTED
 from tracecard.server.bfcl.importer import ImportError_, import_suite
 from tracecard.server.bfcl.mcp_server import STATE_TOOL
@@ -49,7 +53,7 @@ def test_one_entry_of_every_supported_category_imports_and_round_trips() -> None
     simple = SUITE.task("simple_python_0").invocation
     assert simple is not None and simple.calls[0].strict_arguments
     unit = simple.calls[0].arguments["unit"]
-    assert unit.optional and unit.one_of == ["units"]
+    assert unit.optional and unit.one_of == ["units", ""]  # BFCL compares a given "" too
     miss = SAMPLE.task("multi_turn_miss_param_0").turns
     assert any(t.invocation and t.invocation.expect_no_calls for t in miss)
 
@@ -82,33 +86,60 @@ def test_task_params_reach_a_per_run_command_and_a_missing_one_says_which() -> N
         substitute("{task.entry}", None, {})
 
 
-def _sample() -> list[tuple[str, str]]:
-    rows = []
-    for suite in (SUITE, SAMPLE):
-        for task in suite.tasks:
-            rows.append((task.id, "ground_truth"))
-            rows += [(task.id, kind) for kind in PERTURBATIONS]
-    return sorted(set(rows))
+# Besides the first entries of each category: entries whose seeded variations reach the branches
+# the first ones do not (lists of objects, BFCL's "variable" answers, parallel pairing...)
+BRANCH_ENTRIES = [
+    "live_simple_165-98-0",
+    "multiple_119",
+    "simple_python_14",
+    "simple_python_89",
+    "simple_python_307",
+    "parallel_178",
+]
+COVER = import_suite(
+    sorted({e.rsplit("_", 1)[0] for e in BRANCH_ENTRIES}), ids=BRANCH_ENTRIES, name="bfcl-cover"
+)
 
 
-def test_verdicts_agree_with_bfcls_checkers_on_the_seeded_sample() -> None:
-    tasks = {t.id: t for suite in (SUITE, SAMPLE) for t in suite.tasks}
+def _judged(tasks: list[Task]) -> list[dict[str, object]]:
+    """Each task's ground truth and every perturbation that applies (seed 0), judged both ways."""
     rows = []
-    for entry_id, kind in _sample():
-        truth = ground_truth(entry_id)
-        trajectory = truth if kind == "ground_truth" else perturb(entry_id, truth, kind, seed=0)
-        if trajectory is None:
-            continue
-        task = tasks[entry_id]
-        ours, components = tracecard_verdict(task, simulated_spans(task, entry_id, trajectory))
-        theirs = bfcl_verdict(entry_id, trajectory)
-        rows.append((entry_id, kind, ours, theirs.valid, theirs.error, components))
-    disagreements = [r for r in rows if r[2] != r[3]]
-    assert not disagreements, json.dumps(disagreements, indent=1, default=str)
-    # a sample that can tell: ground truth passes everywhere, and perturbations do fail
-    assert len(rows) >= 80
-    assert all(r[2] for r in rows if r[1] == "ground_truth")
-    assert sum(not r[2] for r in rows) >= 40
+    for task in tasks:
+        truth = ground_truth(task.id)
+        for kind in ("ground_truth", *PERTURBATIONS):
+            trajectory = truth if kind == "ground_truth" else perturb(task.id, truth, kind, 0)
+            if trajectory is None:
+                continue
+            ours, components = tracecard_verdict(task, simulated_spans(task, task.id, trajectory))
+            theirs = bfcl_verdict(task.id, trajectory)
+            rows.append(
+                {
+                    "entry": task.id,
+                    "kind": kind,
+                    "tracecard": ours,
+                    "bfcl": theirs.valid,
+                    "error": theirs.error,
+                    "branches": exercised(
+                        task.id, trajectory, theirs.valid, theirs.error, list(theirs.messages)
+                    ),
+                    "class": classify(task.id, trajectory, ours, components, theirs),
+                }
+            )
+    return rows
+
+
+def test_every_checker_branch_both_ways_and_no_disagreement_is_tracecards() -> None:
+    rows = _judged([t for suite in (SUITE, SAMPLE, COVER) for t in suite.tasks])
+    wrong = [r for r in rows if r["class"] == TRACECARD_WRONG]
+    assert not wrong, json.dumps(wrong, indent=1, default=str)
+    # every disagreement is one the docs name (docs/benchmarks/bfcl.md), with its evidence
+    assert {r["class"] for r in rows} <= {"", *CLASSES}
+    reached = {(branch, accepted) for r in rows for branch, accepted in r["branches"]}  # type: ignore[attr-defined]
+    missing = [(b, way) for b in BRANCHES for way in (True, False) if (b, way) not in reached]
+    assert not missing, f"branches not exercised both ways: {missing}"
+    # a sample that can tell: ground truth passes, and perturbations do fail
+    assert all(r["tracecard"] for r in rows if r["kind"] == "ground_truth")
+    assert sum(not r["tracecard"] for r in rows) >= 200
 
 
 # Possible answers nested more than one object deep: a `dict` parameter holding an object, an
@@ -128,19 +159,10 @@ NESTED = [
 def test_nested_possible_answers_are_judged_as_bfcls_checker_judges_them() -> None:
     categories = sorted({entry.rsplit("_", 1)[0] for entry in NESTED})
     suite = import_suite(categories, ids=NESTED, name="bfcl-nested")
-    verdicts = []
-    for task in suite.tasks:
-        truth = ground_truth(task.id)
-        for kind in ("ground_truth", *PERTURBATIONS):
-            trajectory = truth if kind == "ground_truth" else perturb(task.id, truth, kind, 0)
-            if trajectory is None:
-                continue
-            ours, _ = tracecard_verdict(task, simulated_spans(task, task.id, trajectory))
-            theirs = bfcl_verdict(task.id, trajectory)
-            verdicts.append((task.id, kind, ours, theirs.valid, theirs.error))
-    assert [v for v in verdicts if v[2] != v[3]] == []
-    assert all(v[2] for v in verdicts if v[1] == "ground_truth")  # BFCL accepts them too
-    changed = [v for v in verdicts if v[1] == "changed_argument"]
-    assert len(changed) == len(NESTED) and not any(v[2] for v in changed)
+    verdicts = _judged(list(suite.tasks))
+    assert [v for v in verdicts if v["tracecard"] != v["bfcl"]] == []
+    assert all(v["tracecard"] for v in verdicts if v["kind"] == "ground_truth")  # BFCL's too
+    changed = [v for v in verdicts if v["kind"] == "changed_argument"]
+    assert len(changed) == len(NESTED) and not any(v["tracecard"] for v in changed)
     body = suite.task("live_simple_44-18-0").invocation
     assert body is not None and len(body.calls[0].arguments["body"].one_of or []) == 128
