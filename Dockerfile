@@ -7,13 +7,13 @@
 # below is the same command the README and scripts/setup use (pip, npm ci); CI runs those
 # commands and the wheel test (tests/test_package.py), not this file.
 
-# --- assets: htmx and node (for npx-started stdio upstreams) ----------------------------------
+# --- assets: htmx, Swagger UI and node (for npx-started stdio upstreams) ----------------------
 FROM node:20-bookworm-slim AS node
 WORKDIR /build
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund --loglevel=error
 
-# --- build: the wheel (setup.py copies htmx from node_modules into it) ------------------------
+# --- build: the wheel (setup.py copies htmx and Swagger UI from node_modules into it) ---------
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /build
 COPY pyproject.toml setup.py README.md requirements.lock ./
@@ -24,6 +24,7 @@ COPY viewer ./viewer
 COPY traces ./traces
 COPY examples ./examples
 COPY --from=node /build/node_modules/htmx.org ./node_modules/htmx.org
+COPY --from=node /build/node_modules/swagger-ui-dist ./node_modules/swagger-ui-dist
 RUN python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 # --- runtime ----------------------------------------------------------------------------------

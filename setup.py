@@ -1,8 +1,9 @@
-"""Build hook only (everything else is in pyproject.toml): the wheel ships htmx.
+"""Build hook only (everything else is in pyproject.toml): the wheel ships htmx and Swagger UI.
 
-htmx comes from its npm package (`npm ci`, pinned in package-lock.json) and is never committed;
-`build_py` copies it into the built package as `tracecard/viewer/static/vendor/htmx.min.js`, the
-path the viewer serves when there is no node_modules beside it (an installed wheel).
+Both come from their npm packages (`npm ci`, pinned in package-lock.json) and are never
+committed; `build_py` copies each into the built package under `tracecard/viewer/static/vendor/`
+(htmx.min.js, and swagger-ui-bundle.js and swagger-ui.css for the /schema page), the path the
+viewer serves when there is no node_modules beside it (an installed wheel).
 """
 
 from __future__ import annotations
@@ -14,24 +15,31 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-HTMX = HERE / "node_modules" / "htmx.org" / "dist" / "htmx.min.js"
-VENDORED = HERE / "viewer" / "static" / "vendor" / "htmx.min.js"  # an sdist's or Docker's copy
+# name under static/vendor/ -> its file in node_modules (the viewer's `assets.VENDOR_FILES`)
+VENDOR_FILES = {
+    "htmx.min.js": "htmx.org/dist/htmx.min.js",
+    "swagger-ui-bundle.js": "swagger-ui-dist/swagger-ui-bundle.js",
+    "swagger-ui.css": "swagger-ui-dist/swagger-ui.css",
+}
+VENDORED = HERE / "viewer" / "static" / "vendor"  # an sdist's or Docker's copy
 
 
-class BuildPyWithHtmx(build_py):
+class BuildPyWithVendorFiles(build_py):
     def run(self) -> None:
         super().run()
         if self.editable_mode:  # a checkout serves node_modules directly
             return
-        source = HTMX if HTMX.is_file() else VENDORED
-        if not source.is_file():
-            raise SystemExit(
-                "tracecard's wheel needs htmx: run `npm ci` (or scripts/setup) first, so that "
-                f"{HTMX.relative_to(HERE)} exists"
-            )
         target = Path(self.build_lib) / "tracecard" / "viewer" / "static" / "vendor"
         target.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target / "htmx.min.js")
+        for name, packaged in VENDOR_FILES.items():
+            npm = HERE / "node_modules" / packaged
+            source = npm if npm.is_file() else VENDORED / name
+            if not source.is_file():
+                raise SystemExit(
+                    f"tracecard's wheel needs {name}: run `npm ci` (or scripts/setup) first, so "
+                    f"that node_modules/{packaged} exists"
+                )
+            shutil.copyfile(source, target / name)
 
 
-setup(cmdclass={"build_py": BuildPyWithHtmx})
+setup(cmdclass={"build_py": BuildPyWithVendorFiles})

@@ -27,7 +27,7 @@ from tracecard.server.security import SecurityGuard
 from tracecard.server.settings import Settings
 from tracecard.server.stdio import stdio_lifespan
 from tracecard.traces.store import Store
-from tracecard.viewer import viewer_router
+from tracecard.viewer import SchemaPage, schema_router, viewer_router
 from tracecard.viewer.csrf import FormTokens
 
 
@@ -95,7 +95,13 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
     app = Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
-        openapi_config=OpenAPIConfig(title="tracecard", version=__version__, path="/schema"),
+        openapi_config=OpenAPIConfig(
+            title="tracecard",
+            version=__version__,
+            path="/schema",
+            render_plugins=[SchemaPage()],  # Swagger UI from this origin, not a CDN
+            openapi_router=schema_router("/schema"),
+        ),
         exception_handlers={Exception: _error_handler},
         request_max_body_size=settings.max_body_bytes,
         debug=False,

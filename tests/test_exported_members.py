@@ -21,7 +21,9 @@ EXPECTED: dict[str, set[str]] = {
         "TraceView",
         "align_calls",
         "build_trace",
+        "SchemaPage",
         "htmx_path",
+        "schema_router",
         "viewer_router",
     },
     "tracecard.scorers": {

@@ -96,6 +96,10 @@ def test_wheel_holds_one_namespace_htmx_and_the_examples(wheel: Path) -> None:
         top_level = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
         assert archive.read(top_level).decode().split() == ["tracecard"]
         htmx = archive.read("tracecard/viewer/static/vendor/htmx.min.js")
+        # the /schema page's Swagger UI, from its npm package like htmx
+        for name in ("swagger-ui-bundle.js", "swagger-ui.css"):
+            shipped = archive.read(f"tracecard/viewer/static/vendor/{name}")
+            assert shipped == (ROOT / "node_modules" / "swagger-ui-dist" / name).read_bytes()
     outside = [n for n in names if not n.startswith(("tracecard/", "tracecard-"))]
     assert outside == []
     assert htmx == HTMX.read_bytes()
@@ -152,6 +156,8 @@ def test_installed_demo_and_viewer_work_in_chromium(venv: Path, elsewhere: Path)
     with _serving(venv, elsewhere, data / "tracecard.db") as base:
         script = httpx.get(f"{base}/static/vendor/htmx.min.js", timeout=10)
         assert script.status_code == 200 and script.content == HTMX.read_bytes()
+        swagger = httpx.get(f"{base}/static/vendor/swagger-ui-bundle.js", timeout=10)
+        assert swagger.status_code == 200 and len(swagger.content) > 100_000
         if not CHROMIUM.exists():
             pytest.skip("needs Debian's chromium for the browser half")
         _check_viewer_in_chromium(base, elsewhere)

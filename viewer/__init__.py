@@ -10,15 +10,18 @@ from __future__ import annotations
 from tracecard.viewer.align import Alignment, align_calls
 from tracecard.viewer.assets import CSP, SECURITY_HEADERS, htmx_path
 from tracecard.viewer.router import viewer_router
+from tracecard.viewer.schema_page import SchemaPage, schema_router
 from tracecard.viewer.trace_view import TraceView, build_trace
 
 __all__ = [
     "CSP",
     "SECURITY_HEADERS",
     "Alignment",
+    "SchemaPage",
     "TraceView",
     "align_calls",
     "build_trace",
     "htmx_path",
+    "schema_router",
     "viewer_router",
 ]

@@ -1,4 +1,5 @@
-"""Static assets and security headers: the stylesheet, htmx from its npm package, the CSP."""
+"""Static assets and security headers: the stylesheet, htmx and Swagger UI from their npm
+packages, the CSP."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ STATIC_DIR: Final = Path(__file__).parent / "static"
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 HTMX_ENV: Final = "TRACECARD_HTMX_JS"
 HTMX_URL: Final = "/static/vendor/htmx.min.js"
+# Third-party files the viewer serves, by name under /static/vendor/: each from its npm package
+# (pinned in package-lock.json), or the copy the wheel's build put beside the package.
+VENDOR_FILES: Final = {
+    "htmx.min.js": "htmx.org/dist/htmx.min.js",
+    "swagger-ui-bundle.js": "swagger-ui-dist/swagger-ui-bundle.js",  # the /schema page
+    "swagger-ui.css": "swagger-ui-dist/swagger-ui.css",
+}
 
 # Scripts only from the app itself, no inline script or style, no framing, no plugins.
 CSP: Final = (
@@ -26,7 +34,10 @@ SECURITY_HEADERS: Final = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
 }
-_STYLESHEETS: Final = {"tracecard.css"}
+_OWN_FILES: Final = {  # the viewer's own static files, and their media types
+    "tracecard.css": "text/css; charset=utf-8",
+    "schema.js": "text/javascript; charset=utf-8",  # starts Swagger UI on /schema
+}
 _CACHE = "public, max-age=300"
 
 
@@ -48,6 +59,15 @@ def htmx_path() -> Path | None:
     return next((p for p in candidates if p.is_file()), None)
 
 
+def vendor_path(name: str) -> Path | None:
+    """A vendored file by name: node_modules in a checkout, else the wheel's copy (htmx also
+    honours `$TRACECARD_HTMX_JS`)."""
+    if name == "htmx.min.js":
+        return htmx_path()
+    candidates = [REPO_ROOT / "node_modules" / VENDOR_FILES[name], STATIC_DIR / "vendor" / name]
+    return next((p for p in candidates if p.is_file()), None)
+
+
 def htmx_missing_message() -> str:
     """What a person must do when htmx cannot be found."""
     return (
@@ -57,26 +77,37 @@ def htmx_missing_message() -> str:
     )
 
 
-@get(HTMX_URL, include_in_schema=False, sync_to_thread=False)
-def htmx_script() -> Response[bytes]:
-    """htmx, served from its npm package (never from a CDN, never copied into the repo)."""
-    path = htmx_path()
+@get("/static/vendor/{name:str}", include_in_schema=False, sync_to_thread=False)
+def vendor_file(name: str) -> Response[bytes]:
+    """htmx and Swagger UI, served from their npm packages (never from a CDN, never copied into
+    the repo); a fixed allow-list, so no path from the URL reaches the disk."""
+    if name not in VENDOR_FILES:
+        raise NotFoundException(f"no vendored file {name!r}")
+    path = vendor_path(name)
     if path is None:
-        raise NotFoundException(htmx_missing_message())
+        package = VENDOR_FILES[name].split("/", 1)[0]
+        raise NotFoundException(
+            htmx_missing_message()
+            if name == "htmx.min.js"
+            else f"{name} is missing: the viewer serves node_modules/{VENDOR_FILES[name]}, which "
+            f"`scripts/setup` installs from npm ({package}, pinned in package-lock.json)"
+        )
+    media_type = "text/css" if name.endswith(".css") else "text/javascript"
     return Response(
         path.read_bytes(),
-        media_type="text/javascript; charset=utf-8",
+        media_type=f"{media_type}; charset=utf-8",
         headers={**SECURITY_HEADERS, "Cache-Control": _CACHE},
     )
 
 
 @get("/static/{name:str}", include_in_schema=False, sync_to_thread=False)
 def stylesheet(name: str) -> Response[bytes]:
-    """The viewer's own stylesheet (a fixed allow-list: no path from the URL reaches the disk)."""
-    if name not in _STYLESHEETS:
+    """The viewer's own static files (a fixed allow-list: no path from the URL reaches the
+    disk)."""
+    if name not in _OWN_FILES:
         raise NotFoundException(f"no static file {name!r}")
     return Response(
         (STATIC_DIR / name).read_bytes(),
-        media_type="text/css; charset=utf-8",
+        media_type=_OWN_FILES[name],
         headers={**SECURITY_HEADERS, "Cache-Control": _CACHE},
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from litestar import Router
 from litestar.exceptions import HTTPException
 
-from tracecard.viewer.assets import htmx_script, stylesheet
+from tracecard.viewer.assets import stylesheet, vendor_file
 from tracecard.viewer.pages.compare import ComparePages
 from tracecard.viewer.pages.experiments import ExperimentPages
 from tracecard.viewer.pages.runs import RunPages
@@ -24,7 +24,7 @@ def viewer_router() -> Router:
             RunPages,
             TracePages,
             ComparePages,
-            htmx_script,
+            vendor_file,
             stylesheet,
         ],
         exception_handlers={HTTPException: viewer_error, Exception: viewer_error},
