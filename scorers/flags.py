@@ -8,7 +8,14 @@ from collections.abc import Callable, Sequence
 
 from .calls import agent_calls
 from .environment import environment_flags
-from .model import link_calls, model_turns, tool_names, unexecuted_requests, unread_results
+from .model import (
+    link_calls,
+    model_turns,
+    requested_links,
+    tool_names,
+    unexecuted_requests,
+    unread_results,
+)
 from .registry import ScorerInfo, ScorerRegistry, default_registry
 from .suite import Task
 from .types import ComponentScore, RunFacts, RunScores, Span
@@ -61,7 +68,7 @@ def model_flags(spans: Sequence[Span]) -> list[str]:
     turns = model_turns(spans)
     if not turns:
         return []
-    links = link_calls(turns, agent_calls(spans))
+    links = link_calls(turns, agent_calls(spans), requested_links(spans))
     flags: list[str] = []
     if unexecuted_requests(turns, links, tool_names(spans)):
         flags.append(MODEL_CALL_NOT_EXECUTED)

@@ -10,7 +10,7 @@ says which later model request fed the result back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ __all__ = [
     "model_answer",
     "model_turns",
     "requested_as_tool_calls",
+    "requested_links",
     "tool_names",
     "unexecuted_requests",
     "unread_results",
@@ -216,12 +217,51 @@ def _identity(tool: str, arguments: Any) -> str:
     return canonical_json([tool, arguments])
 
 
-def link_calls(turns: Sequence[ModelTurn], calls: Sequence[ToolCall]) -> list[CallLink]:
-    """Each tool span linked to the requested call it executed (at most one each way)."""
+def requested_links(spans: Iterable[Span]) -> dict[str, tuple[str, str | None]]:
+    """Tool span id -> (the model span that asked for its call, the call id), from the links
+    recorded on the tool spans (`tracecard.link.type = requested_by`, docs/llm.md#links)."""
+    found: dict[str, tuple[str, str | None]] = {}
+    for span in spans:
+        for link in span.get("links") or ():
+            if not isinstance(link, dict):
+                continue
+            attributes = link.get("attributes") or {}
+            if attributes.get(sc.LINK_TYPE) == sc.LINK_REQUESTED_BY and link.get("span_id"):
+                call_id = (span.get("attributes") or {}).get(sc.GEN_AI_TOOL_CALL_ID)
+                found[str(span.get("span_id"))] = (
+                    str(link["span_id"]),
+                    str(call_id) if call_id is not None else None,
+                )
+    return found
+
+
+def link_calls(
+    turns: Sequence[ModelTurn],
+    calls: Sequence[ToolCall],
+    recorded: Mapping[str, tuple[str, str | None]] | None = None,
+) -> list[CallLink]:
+    """Each tool span linked to the requested call it executed (at most one each way).
+
+    A link the proxy recorded on the tool span (`recorded`, from `requested_links`) is taken
+    as it is; tool spans without one (recorded elsewhere, or before links existed) are matched
+    by tool name and normalised arguments, earliest request first."""
     requests = [(turn, req) for turn in turns for req in turn.requested]
     taken: set[int] = set()
     links: list[CallLink] = []
+    unlinked = []
     for call in sorted(calls, key=lambda c: c.start_ns):
+        target = (recorded or {}).get(call.span_id)
+        if target is None:
+            unlinked.append(call)
+            continue
+        model_span, call_id = target
+        for index, (turn, req) in enumerate(requests):
+            same = req.call_id == call_id if call_id is not None else req.tool == call.tool
+            if index not in taken and turn.span_id == model_span and same:
+                taken.add(index)
+                links.append(CallLink(turn.span_id, call.span_id, req.call_id, req.tool, req.order))
+                break
+    for call in unlinked:
         arguments = call.arguments if call.arguments is not None else call.raw_arguments
         wanted = _identity(call.tool, arguments)
         for index, (turn, req) in enumerate(requests):

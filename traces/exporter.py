@@ -77,7 +77,7 @@ def readable_to_dict(span: ReadableSpan) -> SpanDict:
     ]
     resource = _resource_dict(span.resource)
     scope = span.instrumentation_scope.name if span.instrumentation_scope else None
-    return {
+    found: SpanDict = {
         "trace_id": format(context.trace_id, "032x"),
         "span_id": format(context.span_id, "016x"),
         "parent_span_id": format(parent.span_id, "016x") if parent is not None else None,
@@ -91,6 +91,16 @@ def readable_to_dict(span: ReadableSpan) -> SpanDict:
         "resource": resource,
         "scope": scope,
     }
+    if span.links:  # most spans have none: the key is left out, stored as []
+        found["links"] = [
+            {
+                "trace_id": format(link.context.trace_id, "032x"),
+                "span_id": format(link.context.span_id, "016x"),
+                "attributes": _plain_attributes(link.attributes),
+            }
+            for link in span.links
+        ]
+    return found
 
 
 @dataclass

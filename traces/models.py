@@ -124,6 +124,11 @@ class SpanRow(SQLModel, table=True):
     )
     resource: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     scope: str | None = None
+    # OTel span links [{trace_id, span_id, attributes}]: a tool span's link to the model span
+    # that requested its call (docs/llm.md#links)
+    links: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]")
+    )
 
 
 class SuiteRow(SQLModel, table=True):

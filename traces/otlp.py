@@ -63,6 +63,15 @@ def _span(span: SpanDict) -> dict[str, Any]:
         ],
         "status": {"code": status.get("code") or 0},
     }
+    if span.get("links"):
+        encoded["links"] = [
+            {
+                "traceId": link["trace_id"],
+                "spanId": link["span_id"],
+                "attributes": key_values(link.get("attributes") or {}),
+            }
+            for link in span["links"]
+        ]
     if span.get("parent_span_id"):
         encoded["parentSpanId"] = span["parent_span_id"]
     if status.get("message"):
@@ -153,4 +162,9 @@ def encode_protobuf(spans: Iterable[SpanDict], resource: Mapping[str, Any]) -> b
             encoded_event.name = str(event.get("name") or "")
             encoded_event.time_unix_nano = int(event.get("time_unix_nano") or 0)
             _pb_put_attributes(event.get("attributes") or {}, encoded_event.attributes)
+        for link in span.get("links") or []:
+            encoded_link = encoded.links.add()
+            encoded_link.trace_id = bytes.fromhex(link["trace_id"])
+            encoded_link.span_id = bytes.fromhex(link["span_id"])
+            _pb_put_attributes(link.get("attributes") or {}, encoded_link.attributes)
     return bytes(request.SerializeToString())

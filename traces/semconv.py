@@ -28,6 +28,12 @@ GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"  # JSON text
 GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"  # JSON text
+# on a tool span: the id of the model-requested call it executed (docs/llm.md#links)
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+TOOL_CALL_ID_SOURCE: Final = "tracecard.tool.call.id_source"  # "forwarded" | "matched"
+# on a span link: what the link means; `requested_by` = the model span that asked for the call
+LINK_TYPE: Final = "tracecard.link.type"
+LINK_REQUESTED_BY: Final = "requested_by"
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 

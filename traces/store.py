@@ -42,6 +42,7 @@ def span_row_to_dict(row: SpanRow) -> SpanDict:
         "resource": row.resource,
         "scope": row.scope,
         "run_id": row.run_id,
+        "links": row.links or [],
     }
 
 
@@ -60,6 +61,7 @@ def _mapping_to_dict(row: RowMapping) -> SpanDict:
         "resource": row["resource"],
         "scope": row["scope"],
         "run_id": row["run_id"],
+        "links": row["links"] or [],
     }
 
 
@@ -81,6 +83,7 @@ _SPAN_COLUMNS = (
     "events",
     "resource",
     "scope",
+    "links",
 )
 
 
@@ -110,6 +113,7 @@ def _span_columns(span: SpanDict) -> tuple[Any, ...]:
         span.get("events") or [],
         span.get("resource") or {},
         span.get("scope"),
+        span.get("links") or [],
     )
 
 
@@ -126,7 +130,9 @@ def _span_rows(spans: Iterable[SpanDict], clean: bool) -> list[tuple[Any, ...]]:
         if cached is None or cached[0] is not resource:
             cached = resources[id(resource)] = (resource, json_text(resource, clean))
         events = json_text(values[14], clean) if values[14] else "[]"
-        rows.append((*values[:13], json_text(values[13], clean), events, cached[1], values[16]))
+        links = json_text(values[17], clean) if values[17] else "[]"
+        attributes = json_text(values[13], clean)
+        rows.append((*values[:13], attributes, events, cached[1], values[16], links))
     return rows
 
 

@@ -14,7 +14,14 @@ from typing import Any, Final
 import orjson
 
 from tracecard.scorers.calls import agent_calls
-from tracecard.scorers.model import CallLink, ModelTurn, ModelUsage, link_calls, model_turns
+from tracecard.scorers.model import (
+    CallLink,
+    ModelTurn,
+    ModelUsage,
+    link_calls,
+    model_turns,
+    requested_links,
+)
 from tracecard.viewer.trace_view import SpanLine
 
 MAX_TEXT: Final = 4000  # characters of one transcript entry shown (the span detail has all)
@@ -131,8 +138,10 @@ def transcript(turns: Sequence[ModelTurn]) -> list[TranscriptEntry]:
 
 def call_links(turns: Sequence[ModelTurn], spans: Sequence[dict[str, Any]]) -> list[CallLink]:
     """Which tool span executed which requested call: the one place the page finds the
-    model -> tool link (by tool name and arguments, `scorers.model.link_calls`)."""
-    return link_calls(turns, agent_calls(spans))
+    model -> tool link, read from the links the proxy recorded on the tool spans
+    (docs/llm.md#links); nothing is matched again here."""
+    recorded = requested_links(spans)
+    return link_calls(turns, [c for c in agent_calls(spans) if c.span_id in recorded], recorded)
 
 
 def build_model_view(spans: Sequence[dict[str, Any]]) -> ModelView | None:

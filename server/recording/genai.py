@@ -219,3 +219,6 @@ def record_model_call(recorder: Recorder, exchange: ModelExchange, end_ns: int) 
     span = recorder.sink.start(name, parent_of(parent), attributes, exchange.start_ns)
     span.set_status(status)
     span.end(end_ns)
+    if output is not None and exchange.role != semconv.ROLE_VERIFIER:
+        # the tool spans that run these calls link back to this span (recording/tool_links.py)
+        recorder.tool_links.requested(exchange.run.id, span.context, output.tool_calls(), end_ns)

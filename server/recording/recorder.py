@@ -29,6 +29,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from tracecard.server.hooks import Hooks
 from tracecard.server.recording.redaction import Redactor
 from tracecard.server.recording.span import SpanSink, parent_of
+from tracecard.server.recording.tool_links import META_KEY, ToolCallLinks
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.settings import RecordingSettings
 from tracecard.traces import semconv
@@ -168,6 +169,8 @@ class PendingCall:
     method: str
     request_id: Any
     redactor: Redactor | None = None  # the upstream's (None: the recorder's default)
+    # tools/call: (run id, tool, arguments as sent, the framework's forwarded call id)
+    tool_call: tuple[str, str, Any, str | None] | None = None
 
 
 class Recorder:
@@ -193,6 +196,7 @@ class Recorder:
         self._plain = self.redactor.plain()
         self.plain_upstreams = frozenset(plain_upstreams)  # `redact = false`
         self.settings = settings
+        self.tool_links = ToolCallLinks()  # model-requested calls -> the tool spans that ran them
 
     def redactor_for(self, upstream: str) -> Redactor:
         """The upstream's redactor: values in clear for `redact = false`, headers always hidden."""
@@ -260,7 +264,34 @@ class Recorder:
             )
         name = f"{method} {target}" if target else method
         span = self.sink.start(name, parent_of(parent), attributes, start_ns)
-        return PendingCall(span=span, method=method, request_id=request_id, redactor=redactor)
+        pending = PendingCall(span=span, method=method, request_id=request_id, redactor=redactor)
+        if method == "tools/call" and target is not None and isinstance(params, dict):
+            meta = params.get("_meta")
+            forwarded = meta.get(META_KEY) if isinstance(meta, dict) else None
+            forwarded = str(forwarded) if isinstance(forwarded, str | int) else None
+            pending.tool_call = (exchange.run.id, target, params.get("arguments"), forwarded)
+        return pending
+
+    def _link_requested(self, pending: PendingCall) -> None:
+        """A tools/call span's `gen_ai.tool.call.id` and its link to the model span that asked
+        for the call (server/recording/tool_links.py), before the span ends."""
+        if pending.tool_call is None:
+            return
+        run_id, tool, arguments, forwarded = pending.tool_call
+        span = pending.span
+        start_ns = getattr(span, "start_ns", 0)
+        requested, call_id, source = self.tool_links.executed(
+            run_id, tool, arguments, start_ns, forwarded
+        )
+        if call_id is not None:
+            span.set_attribute(semconv.GEN_AI_TOOL_CALL_ID, call_id)
+        if source is not None:
+            span.set_attribute(semconv.TOOL_CALL_ID_SOURCE, source)
+        if requested is not None:
+            link: dict[str, Any] = {semconv.LINK_TYPE: semconv.LINK_REQUESTED_BY}
+            if call_id is not None:
+                link[semconv.GEN_AI_TOOL_CALL_ID] = call_id
+            span.add_link(requested.context, link)
 
     def finish(self, pending: PendingCall, response: Mapping[str, Any] | None) -> None:
         """Close the span with the JSON-RPC response (None for a notification)."""
@@ -277,6 +308,7 @@ class Recorder:
             else:
                 redactor = pending.redactor or self.redactor
                 self._record_result(span, pending.method, response.get("result"), redactor)
+        self._link_requested(pending)
         span.end()
 
     def _record_result(self, span: Span, method: str, result: Any, redactor: Redactor) -> None:
@@ -297,6 +329,7 @@ class Recorder:
         """Close the span with a transport failure (`timeout`, `upstream_unavailable`, ...)."""
         pending.span.set_attribute(semconv.ERROR_TYPE, error_type)
         pending.span.set_status(Status(StatusCode.ERROR, message))
+        self._link_requested(pending)
         pending.span.end()
 
     def unparsable(self, raw: bytes, reason: str, exchange: Exchange, name: str) -> Span:

@@ -19,7 +19,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util import types
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -88,6 +88,7 @@ class RecordedSpan(trace.Span):
         "status",
         "start_ns",
         "end_ns",
+        "links",
     )
 
     def __init__(
@@ -108,6 +109,7 @@ class RecordedSpan(trace.Span):
         self.status = _UNSET
         self.start_ns = start_ns
         self.end_ns: int | None = None
+        self.links: list[Link] = []  # added before `end()` (a tool span's requesting model span)
 
     def end(self, end_time: int | None = None) -> None:
         """Finish the span and hand it to the processor (once; later calls do nothing)."""
@@ -128,6 +130,7 @@ class RecordedSpan(trace.Span):
                 start_time=self.start_ns,
                 end_time=self.end_ns,
                 instrumentation_scope=sink.scope,
+                links=self.links,
             )
         )
 
@@ -150,6 +153,10 @@ class RecordedSpan(trace.Span):
     ) -> None:
         if self.end_ns is None:
             self.events.append(Event(name, attributes, timestamp))
+
+    def add_link(self, context: SpanContext, attributes: types.Attributes = None) -> None:
+        if self.end_ns is None and context.is_valid:
+            self.links.append(Link(context, attributes))
 
     def update_name(self, name: str) -> None:
         self.name = name

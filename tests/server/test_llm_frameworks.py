@@ -4,6 +4,7 @@ trace, each tool span linked to the model turn that asked for it, tokens, the mo
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,8 +14,10 @@ import pytest
 from agents import Agent as OpenAIAgent
 from agents import OpenAIResponsesModel, Runner, set_tracing_disabled
 from agents.mcp import MCPServerStreamableHttp
-from pydantic_ai import Agent
-from pydantic_ai.mcp import MCPToolset
+from google.protobuf.json_format import Parse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.mcp import CallToolFunc, MCPToolset
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -27,6 +30,7 @@ from tracecard.scorers.model import (
     link_calls,
     model_answer,
     model_turns,
+    requested_links,
     tool_names,
     unexecuted_requests,
     unread_results,
@@ -47,7 +51,9 @@ def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServe
             yield running
 
 
-def check_one_trace(base: str, run: dict[str, Any], answer: str) -> None:
+def check_one_trace(
+    base: str, run: dict[str, Any], answer: str, id_source: str = "matched"
+) -> list[dict[str, Any]]:
     spans = run_spans(base, run["id"])
     assert {s["trace_id"] for s in spans} == {run["trace_id"]}  # one trial, one trace
     turns = model_turns(spans)
@@ -64,6 +70,21 @@ def check_one_trace(base: str, run: dict[str, Any], answer: str) -> None:
     found = model_answer(turns)
     assert found is not None and found[0] == answer and found[1] == turns[1].span_id
     assert "42" in calls[0].result_text  # type: ignore[operator]
+    # the proxy recorded the link on the tool span: the call id and a span link (#26.2)
+    tool_span = next(s for s in spans if s["span_id"] == calls[0].span_id)
+    call_id = turns[0].requested[0].call_id
+    assert call_id is not None
+    assert tool_span["attributes"]["gen_ai.tool.call.id"] == call_id
+    assert tool_span["attributes"]["tracecard.tool.call.id_source"] == id_source
+    assert tool_span["links"] == [
+        {
+            "trace_id": run["trace_id"],
+            "span_id": turns[0].span_id,
+            "attributes": {"tracecard.link.type": "requested_by", "gen_ai.tool.call.id": call_id},
+        }
+    ]
+    assert requested_links(spans) == {calls[0].span_id: (turns[0].span_id, call_id)}
+    return spans
 
 
 async def test_pydantic_ai_openai_model_and_mcp_toolset(tracecard: RunningServer) -> None:
@@ -83,6 +104,42 @@ async def test_pydantic_ai_openai_model_and_mcp_toolset(tracecard: RunningServer
     assert "asked by the model" in page
     assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 1  # escaped, shown once
     assert "<script>alert(1)" not in page
+
+
+async def test_a_forwarded_call_id_links_and_the_otlp_export_holds_the_link(
+    tracecard: RunningServer,
+) -> None:
+    """pydantic-ai forwards its tool-call id in the MCP request's `_meta`; the link is in the
+    OTLP export, read with the OpenTelemetry protobuf types."""
+
+    async def forward_id(
+        ctx: RunContext[Any], call_tool: CallToolFunc, name: str, args: dict[str, Any]
+    ) -> Any:
+        return await call_tool(name, args, metadata={"gen_ai.tool.call.id": ctx.tool_call_id})
+
+    run = new_run(tracecard.url, config={"name": "pydantic-ai"})
+    provider = OpenAIProvider(base_url=run["urls"]["openai"], api_key="sk-agent")
+    toolset = MCPToolset(run["urls"]["tools"], process_tool_call=forward_id)
+    agent = Agent(OpenAIChatModel("script-agent", provider=provider), toolsets=[toolset])
+    async with agent:
+        result = await agent.run("What is 2 + 40?")
+    spans = check_one_trace(tracecard.url, run, result.output, id_source="forwarded")
+    chat = next(s for s in spans if s["name"].startswith("chat "))
+    export = httpx.get(f"{tracecard.url}/api/runs/{run['id']}/trace.otlp.json", timeout=30)
+    request = Parse(export.text, ExportTraceServiceRequest())
+    exported = [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    tool = next(s for s in exported if s.name == "tools/call add")
+    assert len(tool.links) == 1
+    # OTLP/JSON writes ids as hex; protobuf's JSON parser reads bytes fields as base64
+    assert base64.b64encode(tool.links[0].span_id).decode() == chat["span_id"]
+    assert base64.b64encode(tool.links[0].trace_id).decode() == run["trace_id"]
+    link_attributes = {kv.key: kv.value.string_value for kv in tool.links[0].attributes}
+    assert link_attributes == {
+        "tracecard.link.type": "requested_by",
+        "gen_ai.tool.call.id": "call_add",
+    }
+    tool_attributes = {kv.key: kv.value.string_value for kv in tool.attributes}
+    assert tool_attributes["gen_ai.tool.call.id"] == "call_add"
 
 
 async def test_openai_agents_responses_model_and_mcp_server(tracecard: RunningServer) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.scorers.test_model import ADD, agent_loop, model_span
 from tests.scorers.trace_helpers import root, tool_call
+from tracecard.traces import semconv as sc
 from tracecard.viewer.conversation import annotate_lines, build_model_view, transcript
 from tracecard.viewer.trace_view import build_trace
 
@@ -40,6 +41,10 @@ def test_a_repeated_history_is_not_shown_twice() -> None:
 
 def test_model_rows_get_tokens_and_tool_rows_their_requester() -> None:
     spans = agent_loop()
+    unlinked = build_model_view(spans)  # the viewer reads the recorded link, never guesses one
+    assert unlinked is not None and unlinked.requested_by == {}
+    link = {"trace_id": spans[1]["trace_id"], "span_id": spans[1]["span_id"]}
+    spans[2]["links"] = [{**link, "attributes": {sc.LINK_TYPE: sc.LINK_REQUESTED_BY}}]
     view = build_model_view(spans)
     assert view is not None
     trace = build_trace(spans, [])
