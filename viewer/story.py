@@ -14,9 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from sqlalchemy import select
+
 from tracecard.traces import semconv as sc
-from tracecard.traces.models import RunRow
-from tracecard.traces.store import Store
+from tracecard.traces.models import RunRow, SpanRow
+from tracecard.traces.store import Store, span_row_to_dict
 from tracecard.traces.trial_calls import first_agent_calls
 from tracecard.viewer.conversation import ModelView, TranscriptEntry
 from tracecard.viewer.payloads import Image, parse_json_text, pretty, readable_result
@@ -189,7 +191,8 @@ def build_story(
             for s in outline
             if (s.get("attributes") or {}).get(sc.ROLE) == sc.ROLE_VERIFIER
         ][:MAX_CHECKS]
-        spans += [s for s in (store.span(span_id) for span_id in verifier) if s is not None]
+        # the checks and the root (whose events are the scores) in one query
+        spans += spans_by_id(store, [*verifier, run.root_span_id])
     story.spans = {str(s["span_id"]): s for s in spans}
     requested = set(model.requested_by) if model is not None else set()
     calls = []
@@ -216,18 +219,23 @@ def build_story(
     return story
 
 
-def arguments_reader(
-    known: dict[str, dict[str, Any]], read: Callable[[str], dict[str, Any] | None], cap: int = 50
-) -> ArgumentsOf:
-    """Arguments by span id: from spans already read, else read one by one (at most `cap`)."""
+def spans_by_id(store: Store, span_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The spans with these ids (one query; ids not stored are left out)."""
+    if not span_ids:
+        return []
+    table: Any = SpanRow
+    with store.session() as session:
+        rows = session.scalars(select(table).where(table.span_id.in_(list(set(span_ids)))))
+        return [span_row_to_dict(row) for row in rows]
+
+
+def arguments_reader(known: dict[str, dict[str, Any]]) -> ArgumentsOf:
+    """Arguments by span id, from the spans already read (`known`)."""
     cache: dict[str, dict[str, Any] | None] = {}
 
     def arguments_of(span_id: str) -> dict[str, Any] | None:
         if span_id not in cache:
-            span = known.get(span_id)
-            if span is None and len(cache) < cap:
-                span = read(span_id)
-            attributes = (span or {}).get("attributes") or {}
+            attributes = (known.get(span_id) or {}).get("attributes") or {}
             parsed = parse_json_text(attributes.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS))
             cache[span_id] = parsed if isinstance(parsed, dict) else None
         return cache[span_id]

@@ -56,6 +56,7 @@ class SpanLine:
     requested_by: str | None = None  # tool spans: the model span that asked for the call
     turn_user: str | None = None  # turn spans of a multi-turn run: the user message handed out
     reported: bool = False  # `tracecard.evidence = agent_reported`: shown, never evidence
+    events: list[tuple[int, str]] = field(default_factory=list)  # (time, name), marked on the bar
 
     @property
     def bar(self) -> Markup:
@@ -109,6 +110,27 @@ class TraceView:
     def total_ns(self) -> int:
         """The trace's wall time."""
         return max(0, self.end_ns - self.start_ns)
+
+
+STATUS_WORDS: Final = {sc.STATUS_UNSET: "unset", sc.STATUS_OK: "ok", sc.STATUS_ERROR: "error"}
+
+
+def status_word(code: Any) -> str:
+    """An OTel status code in words (`unset`, `ok`, `error`), not "status 0"."""
+    return STATUS_WORDS.get(code, f"code {code}") if isinstance(code, int) else "unset"
+
+
+def mark_events(lines: Iterable[SpanLine], spans: Iterable[dict[str, Any]]) -> None:
+    """Put the events of the spans read in full on their rows (the outline has none)."""
+    by_id = {str(s.get("span_id")): s for s in spans if s.get("events")}
+    for line in lines:
+        span = by_id.get(line.span_id)
+        if span is not None:
+            line.events = [
+                (int(e.get("time_unix_nano") or 0), str(e.get("name") or "event"))
+                for e in span["events"]
+                if isinstance(e, dict)
+            ]
 
 
 def span_error(span: dict[str, Any]) -> str | None:

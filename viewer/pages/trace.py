@@ -19,12 +19,19 @@ from tracecard.traces.verdicts import add_verdict, agreement_rates, verdicts_for
 from tracecard.viewer import csrf
 from tracecard.viewer.conversation import annotate_lines, build_model_view, has_model_spans
 from tracecard.viewer.evidence import component_evidence
-from tracecard.viewer.payloads import payload, span_event
-from tracecard.viewer.rendering import html_response, page_response, render_html
+from tracecard.viewer.payloads import clock, payload, span_event
+from tracecard.viewer.rendering import duration, html_response, page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
-from tracecard.viewer.story import arguments_reader, build_story
+from tracecard.viewer.story import arguments_reader, build_story, spans_by_id
 from tracecard.viewer.task_view import run_task, task_view
-from tracecard.viewer.trace_view import build_trace, span_error, span_evidence
+from tracecard.viewer.trace_view import (
+    build_trace,
+    cited_span_ids,
+    mark_events,
+    span_error,
+    span_evidence,
+    status_word,
+)
 from tracecard.viewer.waterfall import waterfall_rows
 
 # Shown first in a call's detail, in this order; every other attribute follows in a table.
@@ -38,6 +45,7 @@ CALL_PAYLOADS: Final = (
     (sc.PROBE_VALUE, "probe observed"),
 )
 MAX_NOTE: Final = 4000
+MAX_CITED: Final = 200  # cited calls read for the invocation tables' observed arguments
 
 
 def _run(store: Store, run_id: str) -> RunRow:
@@ -76,7 +84,17 @@ def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]
         annotate_lines(trace.lines, model)
     task = run_task(store, run)
     story = build_story(store, run, spans, full, model)
-    arguments_of = arguments_reader(story.spans, store.span)
+    # the calls the invocation evidence cites that the story did not read: one query, bounded
+    cited = [
+        span_id
+        for s in scores
+        if s.component == "invocation"
+        for span_id in cited_span_ids(s.evidence)
+        if span_id not in story.spans
+    ][:MAX_CITED]
+    known = {**story.spans, **{s["span_id"]: s for s in spans_by_id(store, cited)}}
+    arguments_of = arguments_reader(known)
+    mark_events(trace.lines, story.spans.values())
     return {
         "model": model,
         "story": story,
@@ -84,7 +102,7 @@ def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]
         "task": task_view(task) if task is not None else None,
         "run": run,
         "trace": trace,
-        "rows": waterfall_rows(run.id, trace.lines),
+        "rows": waterfall_rows(run.id, trace.lines, trace.start_ns, trace.end_ns),
         "scores": scores,
         "verdicts": verdicts,
         "agreement": agreement,
@@ -135,6 +153,13 @@ def _detail_html(store: Store, run_id: str, span_id: str) -> str:
         run_id=run_id,
         span=span,
         error=span_error(span),
+        status=status_word((span.get("status") or {}).get("code")),
+        started=clock(int(span.get("start_time_unix_nano") or 0)),
+        took=duration(
+            None
+            if span.get("end_time_unix_nano") is None
+            else int(span["end_time_unix_nano"]) - int(span.get("start_time_unix_nano") or 0)
+        ),
         method=attributes.get(sc.MCP_METHOD_NAME),
         tool=attributes.get(sc.GEN_AI_TOOL_NAME),
         payloads=payloads,
