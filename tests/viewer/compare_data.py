@@ -21,6 +21,7 @@ from tracecard.scorers import RunScores
 from tracecard.server.evaluation.service import rescore, store_suite
 from tracecard.traces import semconv as sc
 from tracecard.traces.models import ExperimentRow, RunRow
+from tracecard.traces.verdicts import add_verdict
 
 SUITE = r"""
 schema_version = 1
@@ -194,4 +195,8 @@ def build_ops(store: Any) -> Ops:
                 ops.runs[(name, task, trial)] = run.id
                 scored.append(run)
     ops.scores = rescore(store, scored)
+    # what people said: the evaluator was right that trial 2's download failed
+    early = ops.runs[("candidate", "export-report", 2)]
+    add_verdict(store, early, "outcome", True, "the download failed: no report", "ada")
+    add_verdict(store, early, "completion", False, "it claimed a download", "bo")
     return ops

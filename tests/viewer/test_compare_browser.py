@@ -113,6 +113,8 @@ def test_compare_five_trials_with_repeats(served: Served, watched: Watched) -> N
         "failed at efficiency",
         "failed at invocation",
     ]
+    people = page.locator("tr.verdicts td").nth(2).locator(".people .chip").all_inner_texts()
+    assert people == ["ada: outcome right", "bo: completion wrong"]
     _shot(watched, served, "compare-trials-repeats")
     watched.clean()
 
@@ -169,3 +171,39 @@ def test_compare_two_experiments(served: Served, watched: Watched) -> None:
     assert "same experiment" in page.get_by_role("alert").inner_text()
     assert page.locator(".verdict-box").count() == 0
     watched.clean()
+
+
+def test_agreement_headers_break_between_words(served: Served, watched: Watched) -> None:
+    """The agreement table sits in the trace page's narrow side panel: its headers may wrap
+    between words, never inside one ("Agre e")."""
+    page = watched.page
+    page.goto(f"{served.url}/runs/{served.ops.runs[('candidate', 'export-report', 2)]}")
+    table = page.locator("#verdicts table.agreement")
+    assert table.locator("td.rate-outcome").inner_text() == "100%"
+    for width in (1360, 420):
+        page.set_viewport_size({"width": width, "height": 900})
+        assert _words_broken(table) == [], width
+    # the panel at its narrowest (a long scorer name, a narrow window): still whole words
+    table.evaluate("t => { t.parentElement.parentElement.style.width = '230px'; }")
+    assert _words_broken(table) == []
+    panel = table.evaluate("t => [t.parentElement.clientWidth, t.parentElement.scrollWidth]")
+    assert panel[0] <= 230  # too narrow for the table: it scrolls in its box, the page does not
+    page.locator("#verdicts").screenshot(path=str(served.shots / "agreement-table-narrow.png"))
+    watched.clean()
+
+
+def _words_broken(table: Any) -> list[str]:
+    """The header words that wrap inside themselves (their letters on two lines)."""
+    return table.evaluate(  # type: ignore[no-any-return]
+        """t => [...t.querySelectorAll('th')].flatMap(th => {
+            const text = th.firstChild, words = [], range = document.createRange();
+            let at = 0;
+            for (const word of text.data.split(' ')) {
+                range.setStart(text, at); range.setEnd(text, at + word.length);
+                const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+                if (lines.size > 1) words.push(word);
+                at += word.length + 1;
+            }
+            return words;
+        })"""
+    )
