@@ -38,8 +38,9 @@ DEFECT_KINDS: tuple[DefectKind, ...] = (
     "weak_invocation",
     "unstable",
 )
-# The components a task is judged by; the composite is derived from them.
-COMPONENTS = ("invocation", "completion", "outcome", "safety", "efficiency")
+# The components that decide whether a task is done; the composite is derived from them, and
+# efficiency judges the process (a gold trajectory may repeat a call, latency varies by machine).
+COMPONENTS = ("invocation", "completion", "outcome", "safety")
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,14 @@ def _blind(null: Sequence[BaselineRun], oracle: Sequence[BaselineRun]) -> Findin
             blind.append(key)
     if not blind:
         return None
-    where = ", ".join(k.replace("end/", "") for k in blind)
+    turns: dict[str, list[str]] = defaultdict(list)
+    for key in blind:
+        turn, _, probe = key.partition("/")
+        turns[probe].append(turn)
+    where = ", ".join(
+        probe if found == ["end"] else f"{probe} (turn {', '.join(found)})"
+        for probe, found in turns.items()
+    )
     reason = (
         f"probe {where} observed the same value after the oracle's run as after doing "
         "nothing: it cannot see what the agent changes"

@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import random
 import sys
@@ -38,6 +39,7 @@ from tracecard.server.audit.values import answer_for, random_object, random_valu
 __all__ = ["KINDS", "main", "oracle_calls", "play"]
 
 KINDS = ("null", "oracle", "random-tool")
+log = logging.getLogger(__name__)
 Call = dict[str, Any]  # {"tool", "arguments", "upstream"}
 
 
@@ -153,17 +155,15 @@ class _Sessions:
 
     async def call(self, call: Call) -> None:
         if call["upstream"] not in self.urls:
-            print(
-                f"no URL for upstream {call['upstream']!r}; skipped {call['tool']}", file=sys.stderr
-            )
+            log.warning("no URL for upstream %r; skipped %s", call["upstream"], call["tool"])
             return
         client = await self.client(call["upstream"])
         try:
             result = await client.call_tool(call["tool"], call["arguments"])
         except Exception as exc:  # noqa: BLE001 - a refused call is evidence, not a crash
-            print(f"{call['tool']}: refused: {type(exc).__name__}: {exc}", file=sys.stderr)
+            log.info("%s: refused: %s: %s", call["tool"], type(exc).__name__, exc)
             return
-        print(f"{call['tool']}: {'error' if result.is_error else 'ok'}", file=sys.stderr)
+        log.debug("%s: %s", call["tool"], "error" if result.is_error else "ok")
 
 
 def _tool_upstreams(task: Task, urls: Mapping[str, str]) -> list[str]:

@@ -89,14 +89,13 @@ def audit_table(document: dict[str, Any]) -> Table:
         box=box.SIMPLE_HEAD,
         title_justify="left",
     )
-    table.add_column("task", no_wrap=True)
-    table.add_column("defect", no_wrap=True)
-    table.add_column("why")
-    table.add_column("evidence", no_wrap=True)
+    table.add_column("task", overflow="fold", max_width=28)
+    table.add_column("defect", overflow="fold", max_width=16)
+    table.add_column("why, and a run that shows it", overflow="fold", ratio=1)
     for task in document["tasks"]:
         for finding in task["findings"]:
             first = finding["runs"][0]["url"] if finding["runs"] else ""
-            table.add_row(task["task_id"], finding["label"], finding["reason"], first)
+            table.add_row(task["task_id"], finding["label"], f"{finding['reason']}\n[dim]{first}")
     return table
 
 

@@ -24,6 +24,7 @@ from tracecard.scorers import (
     to_markdown,
 )
 from tracecard.server.api.evaluation import comparison_view, with_drift
+from tracecard.server.audit.trials import trials_line, with_trials_needed
 from tracecard.server.cli import gate as gate_cli
 from tracecard.server.cli.common import (
     EXIT_FAILED,
@@ -151,6 +152,7 @@ def _compare(args: argparse.Namespace) -> int:
         a, b = resolve_experiment(store, args.a), resolve_experiment(store, args.b)
         view = comparison_view(compare(store, a, b, component))
         view = with_drift(view, experiment_drift(store, [a, b]), args.allow_drift)
+        view = with_trials_needed(view, store, a, b)  # when undecided (#23)
         name_a, name_b = _config_names(store, a, b)
     view = {**view, "a_config": name_a, "b_config": name_b}
     verdict = view["verdict"]
@@ -170,6 +172,8 @@ def _compare(args: argparse.Namespace) -> int:
     Console().print(comparison_table(view, name_a, name_b))
     print(verdict_line(view, name_a, name_b))
     print(f"A {name_a}: experiment {a} · B {name_b}: experiment {b}")
+    if (more := trials_line(view)) is not None:
+        print(more)
     if code:
         print(f"compare failed: verdict {verdict!r} with --fail-on {args.fail_on}")
     return code

@@ -1,0 +1,35 @@
+"""`tracecard compare` says, under an undecided verdict, what more trials would (or would not)
+do: the trials estimate of docs/scorecards.md, in the table output and in `--json`."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from tests.server.test_cli_evaluation import _scored_experiment
+from tracecard.server.cli.main import main
+from tracecard.server.settings import Settings
+
+
+@pytest.fixture
+def app_settings(settings: Settings) -> Settings:
+    document = settings.model_dump()
+    document["upstreams"] = {"tools": {"url": "http://127.0.0.1:9/mcp"}}
+    return Settings.model_validate(document)
+
+
+async def test_an_undecided_compare_says_what_more_trials_would_do(
+    app_settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = await _scored_experiment(app_settings, "good", right=True)
+    poor = await _scored_experiment(app_settings, "poor", right=False)
+    db = ["--db", app_settings.db]
+    assert main(["compare", good, poor, "--component", "completion", *db]) == 0
+    printed = capsys.readouterr().out
+    assert "verdict on completion: undecided" in printed
+    # two tasks: no number of trials can decide, and it says why
+    assert "trials to decide: 2 paired task(s): at least 5 are needed" in printed
+    assert main(["compare", good, poor, "--component", "completion", "--json", *db]) == 0
+    needed = orjson.loads(capsys.readouterr().out)["trials_needed"]
+    assert needed["tasks"] == 2 and needed["trials_now"] == 2
+    assert needed["trials_needed"] is None and needed["effect"] == -1.0
