@@ -173,6 +173,28 @@ def jsonable(value: Any, path: tuple[int, ...] = ()) -> Any:
     return str(value)
 
 
+# Each environment class's methods' default arguments as first seen (see `_fresh_defaults`)
+_PRISTINE_DEFAULTS: dict[type, dict[str, tuple[Any, ...]]] = {}
+
+
+def _fresh_defaults(cls: type) -> None:
+    """Give `cls`'s methods their default arguments as first seen. Some are mutable and BFCL's
+    methods mutate them (`TwitterAPI.post_tweet(mentions=[])`, then `mention()` extends that
+    list): within one process, one environment's calls would change the next one's tweets. A
+    per-run server is a fresh process; the importer and the agreement measurement, which run
+    many environments in one, restore the defaults before each."""
+    saved = _PRISTINE_DEFAULTS.get(cls)
+    if saved is None:
+        _PRISTINE_DEFAULTS[cls] = {
+            name: copy.deepcopy(function.__defaults__)
+            for name, function in vars(cls).items()
+            if inspect.isfunction(function) and function.__defaults__
+        }
+        return
+    for name, defaults in saved.items():
+        getattr(cls, name).__defaults__ = copy.deepcopy(defaults)
+
+
 class Environment:
     """Fresh instances of an entry's classes, in its initial configuration."""
 
@@ -183,6 +205,7 @@ class Environment:
         self.methods: dict[str, Any] = {}
         for class_name in entry["involved_classes"]:
             module = importlib.import_module(config.CLASS_FILE_PATH_MAPPING[class_name])
+            _fresh_defaults(getattr(module, class_name))
             instance = getattr(module, class_name)()
             if class_name not in config.STATELESS_CLASSES:
                 initial = copy.deepcopy(entry.get("initial_config", {}).get(class_name, {}))
@@ -209,7 +232,9 @@ class Environment:
         try:
             if method is None:
                 raise NameError(f"name '{name}' is not defined")
-            return result_text(method(**arguments))
+            # the environment keeps (and later mutates) what it is given: a copy, so that a
+            # caller's trajectory or ground truth stays as it was
+            return result_text(method(**copy.deepcopy(arguments)))
         except Exception as exc:  # noqa: BLE001 - BFCL records any failure as its message
             return f"Error during execution: {exc}"
 

@@ -6,13 +6,16 @@ assumed), and the suite goes through its TOML text, as a user's does."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
 from tracecard.scorers import Task, dump_suite, parse_suite
 from tracecard.server.bfcl.agreement import bfcl_verdict, simulated_spans, tracecard_verdict
+from tracecard.server.bfcl.env import Environment
 from tracecard.server.bfcl.importer import import_suite
+from tracecard.server.bfcl.mcp_server import find_entry
 from tracecard.server.bfcl.trajectories import Trajectory, ground_truth
 
 ENTRIES = ["simple_python_35", "simple_python_0", "multi_turn_base_14", "multi_turn_base_5"]
@@ -115,3 +118,20 @@ def test_cause_4_multi_turn_state_keys_stay_numbers(tweet_id: Any, bfcl_accepts:
     theirs, ours, _ = verdicts("multi_turn_base_5", trajectory)
     assert theirs is bfcl_accepts
     assert ours is theirs
+
+
+def test_environments_in_one_process_start_as_in_a_fresh_one() -> None:
+    # TwitterAPI.post_tweet(mentions=[]) shares its default list, and mention() extends the
+    # tweet's list: the importer and the measurement run many environments in one process (a
+    # per-run server, one), and a trajectory's arguments are used again after a run
+    entry = find_entry("multi_turn_base_90")
+    first = Environment(entry)
+    given = {"content": "hi", "mentions": ["@a"]}
+    posted = json.loads(first.execute("post_tweet", given))
+    by_default = json.loads(first.execute("post_tweet", {"content": "hi"}))
+    for tweet in (posted, by_default):
+        arguments = {"tweet_id": tweet["id"], "mentioned_usernames": ["@x"]}
+        assert "success" in first.execute("mention", arguments)
+    assert given["mentions"] == ["@a"]  # what the environment was given is left as it was
+    second = json.loads(Environment(entry).execute("post_tweet", {"content": "hi"}))
+    assert second["mentions"] == []
