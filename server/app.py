@@ -22,6 +22,7 @@ from tracecard.server.proxy import ProxyRouter, proxy_lifespan
 from tracecard.server.recording.ingest import ingest_traces, issue_wrap_credential
 from tracecard.server.recording.ingest import install as install_otlp_ingest
 from tracecard.server.replay import install as install_replay
+from tracecard.server.runs.adhoc import adhoc_lifespan
 from tracecard.server.runtime import Runtime, open_runtime
 from tracecard.server.security import SecurityGuard
 from tracecard.server.settings import Settings
@@ -82,6 +83,9 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
             await stack.enter_async_context(evaluation_lifespan(runtime))
             await stack.enter_async_context(proxy_lifespan(runtime))
             await stack.enter_async_context(stdio_lifespan(runtime))
+            # last in, first out: live ad-hoc runs end (reason `shutdown`) before the bridge,
+            # the proxy and the span processor close
+            await stack.enter_async_context(adhoc_lifespan(runtime))
             yield
 
     handlers: list[ControllerRouterHandler] = [

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from tracecard.server.evaluation.turns import TurnBoard
     from tracecard.server.proxy.state import ProxyState
     from tracecard.server.recording.ingest import Ingest
+    from tracecard.server.runs.adhoc import AdhocRuns
     from tracecard.server.stdio.bridge import StdioBridge
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class Runtime:
     # Each feature's service, set by the app factory while it starts (None: not running).
     proxy: ProxyState | None = None
     stdio: StdioBridge | None = None
+    adhoc: AdhocRuns | None = None  # ends ad-hoc runs (idle, DELETE, shutdown)
     otlp_ingest: Ingest | None = None
     tasks: TaskCache | None = None
     turns: TurnBoard | None = None  # multi-turn runs: the turn each is in

@@ -173,6 +173,9 @@ class Settings(BaseModel):
     max_experiment_runs: int = 10_000  # tasks x trials of one experiment; more is refused (422)
     # How long a server keeps an upstream's tools/list for checking suites (0: ask every time).
     tool_list_ttl_s: float = Field(default=300.0, ge=0)
+    # An ad-hoc run (traffic that named no run) with no request for this long ends: `finished`,
+    # end reason `idle`; the client's next request opens a new run (docs/proxy.md).
+    adhoc_idle_s: float = Field(default=300.0, gt=0)
     sandbox_root: str = ".tracecard/sandboxes"
     sandbox_retention: int = 200  # sandboxes kept; older ones are removed
     upstreams: dict[str, UpstreamSettings] = Field(default_factory=dict)

@@ -70,6 +70,11 @@ class RunRow(SQLModel, table=True):
         Index("ix_runs_status_created", "status", "created_at"),
         Index("ix_runs_trace", "trace_id"),
         Index("ix_runs_adhoc_key", "adhoc_key"),
+        # the runs list's sort orders (keyset pages on (column, id))
+        Index("ix_runs_duration", "duration_ms", "id"),
+        Index("ix_runs_calls", "calls", "id"),
+        Index("ix_runs_errors", "errors", "id"),
+        Index("ix_runs_tokens", "tokens", "id"),
     )
 
     id: str = Field(primary_key=True, max_length=32)
@@ -91,6 +96,15 @@ class RunRow(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    # What the runs list shows, summarised from the run's spans when it ends
+    # (`tracecard.traces.run_summary`); a run still going is summarised when shown.
+    client: str | None = Field(default=None, max_length=200)  # clientInfo `name/version`
+    upstreams: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    calls: int = 0  # the agent's tool calls
+    errors: int = 0  # the agent's calls that failed (a version probe is not one)
+    tokens: int = 0  # model tokens, input + output, of the run's `chat` spans
+    duration_ms: int = 0  # first recorded message to the last one's end
+    end_reason: str | None = Field(default=None, max_length=32)  # ad hoc: deleted, idle, shutdown
 
 
 class SpanRow(SQLModel, table=True):

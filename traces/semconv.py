@@ -100,6 +100,8 @@ BLOCKED_RULE: Final = "tracecard.blocked.rule"  # safety rule id that blocked th
 SAFETY_CHECKED: Final = "tracecard.safety.checked"
 # on an agent's tools/list span: the upstream's verifier-only tools tracecard took out of the answer
 TOOLS_HIDDEN: Final = "tracecard.tools.hidden"
+PROBE: Final = "tracecard.probe"  # "version": a client's `server/discover` that an older
+PROBE_VERSION: Final = "version"  # server refused and the client recovered from; not an error
 PROBE_ID: Final = "tracecard.probe.id"  # verifier spans: which probe of the task
 PROBE_KIND: Final = "tracecard.probe.kind"  # "tool" | "http" | "file"
 PROBE_VALUE: Final = "tracecard.probe.value"  # JSON text: what the probe observed

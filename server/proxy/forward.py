@@ -123,13 +123,6 @@ def response_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]
     return [(name, value) for name, value in raw if name.lower() not in _DROP_RESPONSE]
 
 
-def client_key(scope: Scope, user_agent: str) -> str:
-    """The ad-hoc run key of a client of the stateless protocol: its address and user agent."""
-    client = scope.get("client")
-    address = client[0] if client else "unknown"
-    return f"client:{address}:{user_agent}"
-
-
 async def open_upstream(
     client: httpx.AsyncClient,
     method: str,

@@ -123,8 +123,8 @@ async def _post(
     start_ns = time.time_ns()
     parsed, parse_error = parse_json(body)
     messages = _messages(parsed)
-    first_method = messages[0].get("method") if len(messages) == 1 else None
-    run = await choose_run(state, scope, upstream, headers, path_run, first_method)
+    first = messages[0] if len(messages) == 1 else None
+    run = await choose_run(state, scope, upstream, headers, path_run, first)
     exchange = _exchange(run, upstream, headers)
     calls = Calls(exchange)
     if not messages:
@@ -315,9 +315,12 @@ def _bind_session(
     for pending in pending_all:
         pending.span.set_attribute(semconv.MCP_SESSION_ID, session)
     key = (upstream.name, session)
+    run = calls.exchange.run
     if any(pending.method == "initialize" for pending in pending_all):
-        state.session_runs.pop(key)
-    state.session_runs.bind(key, calls.exchange.run)
+        bound = state.session_runs.get(key)
+        if bound is not None and bound is not run:
+            state.session_runs.pop(key)  # (its run ends, unless it is a named one)
+    state.session_runs.bind(key, run)
 
 
 async def _answer_failure(
@@ -386,4 +389,6 @@ async def _other(
     if relayed.whole:
         await send_whole(send, response, relayed.kept)
     if method == "DELETE" and response.status_code < 300 and headers.session_id:
+        if state.runtime.adhoc is not None:
+            state.runtime.adhoc.end_soon(run, "deleted")  # a named run is not ended by this
         state.session_runs.pop((upstream.name, headers.session_id))  # and its ad-hoc run entry

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tracecard.server.asgi import Scope, baggage_run
 from tracecard.server.proxy.errors import ProxyError
-from tracecard.server.proxy.forward import RequestHeaders, client_key
+from tracecard.server.proxy.forward import RequestHeaders
+from tracecard.server.proxy.grouping import Unbound, adhoc_for_request, session_key, session_run
 from tracecard.server.runs.registry import RunInfo
 
 if TYPE_CHECKING:
@@ -21,11 +21,6 @@ K = TypeVar("K")
 V = TypeVar("V")
 SESSIONS_MAX = 10_000  # sessions remembered at once; the least recently used goes first
 SESSION_IDLE_S = 6 * 3600.0  # a session unused this long is forgotten (a later call: new run)
-
-
-def session_key(upstream: str, session_id: str) -> str:
-    """The ad-hoc run key of an MCP session that named no run."""
-    return f"mcp-session:{upstream}:{session_id}"
 
 
 class IdleLru(Generic[K, V]):
@@ -126,9 +121,10 @@ async def choose_run(
     upstream: Upstream,
     headers: RequestHeaders,
     path_run: str | None,
-    first_method: str | None,
+    first: Mapping[str, Any] | None,
 ) -> RunInfo:
-    """The run: path, then `Tracecard-Run`, then baggage, else ad hoc (per session or client)."""
+    """The run: path, then `Tracecard-Run`, then baggage, else ad hoc: the MCP session's, else
+    grouped by trace context or client (`stateless_key`)."""
     runs = state.runtime.runs
     info = await named_run(state, headers, path_run)
     if info is not None:
@@ -136,13 +132,21 @@ async def choose_run(
     if headers.session_id:
         key = (upstream.name, headers.session_id)
         info = state.session_runs.get(key)
-        if info is None:
+        if info is None or info.status != "running":  # unknown, or ended (idle): a new run
+            state.session_runs.pop(key)
             info = runs.adhoc(session_key(upstream.name, headers.session_id))
             state.session_runs.bind(key, info)
+        info.last_seen = time.monotonic()
         return info
-    if first_method == "initialize":  # a new session: its run is bound to the session id later
-        key_text = session_key(upstream.name, f"new-{secrets.token_hex(8)}")
-        info = runs.adhoc(key_text)
-        runs.forget_adhoc(key_text)  # a random key is never asked for again: keep no entry
-        return info
-    return runs.adhoc(client_key(scope, headers.user_agent))
+    client = scope.get("client")
+    request = Unbound(
+        address=str(client[0]) if client else "unknown",
+        upstream=upstream.name,
+        message=first,
+        traceparent=headers.traceparent,
+        baggage=headers.baggage,
+        user_agent=headers.user_agent,
+    )
+    if request.method == "initialize":  # a new session: its run is bound to the session id later
+        return session_run(runs, request)
+    return adhoc_for_request(runs, request)

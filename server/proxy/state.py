@@ -10,7 +10,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tracecard.server.proxy.sessions import SessionKey, SessionRuns, session_key
+from tracecard.server.proxy.grouping import session_key
+from tracecard.server.proxy.sessions import SessionKey, SessionRuns
 from tracecard.server.proxy.transport import make_proxy_client
 from tracecard.server.recording.recorder import PendingCall, Recorder
 from tracecard.server.runs.registry import RunInfo
@@ -114,10 +115,11 @@ def build_state(runtime: Runtime) -> ProxyState:
     }
     runs = runtime.runs
 
-    def forget(
-        key: SessionKey, _run: RunInfo
-    ) -> None:  # the session's ad-hoc run leaves the cache with it
-        runs.forget_adhoc(session_key(*key))
+    def forget(key: SessionKey, run: RunInfo) -> None:
+        """A session forgotten (DELETE, eviction, 6 h unused): its ad-hoc run ends with it."""
+        if runtime.adhoc is not None:
+            runtime.adhoc.end_soon(run, "closed")
+        runs.forget_adhoc(session_key(*key), run)
 
     return ProxyState(
         runtime=runtime,

@@ -61,6 +61,17 @@ def is_verifier(presented: str | None, verifier_key: str) -> bool:
     )
 
 
+# How a server of the session protocol answers a `server/discover` probe: the client's SDK
+# falls back to `initialize`, so it is a version probe, not an error (JSON-RPC method not found,
+# the SDKs' generic -32000 "not initialized", or an HTTP 400/404/405 without a JSON-RPC body).
+_PROBE_ANSWERS = frozenset({"-32601", "-32000", "400", "404", "405"})
+
+
+def is_version_probe(method: str, error: str) -> bool:
+    """Whether a failed request is a client's version probe that an older server refused."""
+    return method == "server/discover" and error in _PROBE_ANSWERS
+
+
 def parse_json(body: bytes) -> tuple[Any, str | None]:
     """The decoded body, or None and the reason it is not JSON."""
     try:
@@ -301,10 +312,13 @@ class Recorder:
             if isinstance(error, dict):
                 code = error.get("code")
                 span.set_attribute(semconv.RPC_RESPONSE_STATUS_CODE, str(code))
-                span.set_attribute(semconv.ERROR_TYPE, str(code))
                 message = str(error.get("message") or "")
                 span.set_attribute(semconv.JSONRPC_ERROR_MESSAGE, message)
-                span.set_status(Status(StatusCode.ERROR, message))
+                if is_version_probe(pending.method, str(code)):
+                    span.set_attribute(semconv.PROBE, semconv.PROBE_VERSION)
+                else:
+                    span.set_attribute(semconv.ERROR_TYPE, str(code))
+                    span.set_status(Status(StatusCode.ERROR, message))
             else:
                 redactor = pending.redactor or self.redactor
                 self._record_result(span, pending.method, response.get("result"), redactor)
@@ -327,8 +341,12 @@ class Recorder:
 
     def fail(self, pending: PendingCall, error_type: str, message: str) -> None:
         """Close the span with a transport failure (`timeout`, `upstream_unavailable`, ...)."""
-        pending.span.set_attribute(semconv.ERROR_TYPE, error_type)
-        pending.span.set_status(Status(StatusCode.ERROR, message))
+        if is_version_probe(pending.method, error_type):  # an older server's HTTP 4xx
+            pending.span.set_attribute(semconv.PROBE, semconv.PROBE_VERSION)
+            pending.span.set_attribute(semconv.JSONRPC_ERROR_MESSAGE, message)
+        else:
+            pending.span.set_attribute(semconv.ERROR_TYPE, error_type)
+            pending.span.set_status(Status(StatusCode.ERROR, message))
         self._link_requested(pending)
         pending.span.end()
 

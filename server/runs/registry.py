@@ -38,6 +38,14 @@ from tracecard.traces.store import Store
 log = logging.getLogger(__name__)
 
 
+def client_label(client: dict[str, Any] | None) -> str | None:
+    """`name/version` of a client's `clientInfo` (what the runs list shows), or None."""
+    if not client or not client.get("name"):
+        return None
+    version = client.get("version")
+    return f"{client['name']}/{version}"[:200] if version else str(client["name"])[:200]
+
+
 def new_run_id() -> str:
     return secrets.token_hex(8)
 
@@ -64,6 +72,10 @@ class RunInfo:
     sandbox: str | None = None
     created_ns: int = field(default_factory=time.time_ns)
     adhoc: bool = False  # made up for traffic that named no run (its trace is whatever came)
+    adhoc_key: str | None = None  # what the ad-hoc run was grouped by (session, trace, client)
+    last_seen: float = field(default_factory=time.monotonic)  # an ad-hoc run's latest request
+    client: dict[str, Any] | None = None  # the client's `clientInfo` (name, version), if sent
+    probe_only: bool = False  # an ad-hoc run that has seen only a `server/discover` probe
     _context: Context | None = None
     _turn_context: Context | None = None  # the open turn span of a multi-turn run
 
@@ -83,6 +95,7 @@ class RunInfo:
             sandbox=row.sandbox,
             created_ns=int(created.timestamp() * 1e9),
             adhoc=row.adhoc_key is not None,
+            adhoc_key=row.adhoc_key,
         )
 
     def enter_turn(self, context: Context | None) -> None:
@@ -122,6 +135,8 @@ class RunRegistry:
         self._adhoc: OrderedDict[str, RunInfo] = OrderedDict()
         self._capacity = capacity
         self._pending_writes: set[asyncio.Task[None]] = set()
+        # every ad-hoc run still running, by id: what the idle sweep and shutdown end
+        self._live: dict[str, RunInfo] = {}
 
     def remember(self, info: RunInfo) -> RunInfo:
         self._by_id[info.id] = info
@@ -141,21 +156,34 @@ class RunRegistry:
         row = await anyio.to_thread.run_sync(self._store.get_run, run_id)
         return self.remember(RunInfo.from_row(row)) if row is not None else None
 
-    def adhoc(self, key: str, config_name: str = "adhoc") -> RunInfo:
-        """The ad-hoc run for `key`, created in memory now and stored in the background."""
+    def adhoc(
+        self,
+        key: str,
+        config_name: str = "adhoc",
+        *,
+        trace_id: str | None = None,
+        client: dict[str, Any] | None = None,
+    ) -> RunInfo:
+        """The ad-hoc run for `key`, created in memory now and stored in the background.
+
+        `trace_id`: the agent's own trace, when the run is grouped by it (its spans are there)."""
         info = self._adhoc.get(key)
         if info is not None:
             self._adhoc.move_to_end(key)
+            info.last_seen = time.monotonic()
             return info
         info = RunInfo(
             id=new_run_id(),
-            trace_id=new_trace_id(),
+            trace_id=trace_id or new_trace_id(),
             root_span_id=new_span_id(),
             config_name=config_name,
             status="running",
             adhoc=True,
+            adhoc_key=key,
+            client=client,
         )
         self._adhoc[key] = info
+        self._live[info.id] = info
         while len(self._adhoc) > self._capacity:
             self._adhoc.popitem(last=False)  # its next call opens a new ad-hoc run
         self.remember(info)
@@ -166,12 +194,37 @@ class RunRegistry:
             config_name=config_name,
             status="running",
             adhoc_key=key,
+            client=client_label(client),
             started_at=datetime.now(UTC),
         )
         task = asyncio.get_running_loop().create_task(self._write(row))
         self._pending_writes.add(task)
         task.add_done_callback(self._pending_writes.discard)
         return info
+
+    def cached_adhoc(self, key: str) -> RunInfo | None:
+        """The live ad-hoc run of `key`, if there is one (not refreshed)."""
+        return self._adhoc.get(key)
+
+    def live_adhoc(self) -> list[RunInfo]:
+        """The ad-hoc runs still running (oldest request first)."""
+        return sorted(self._live.values(), key=lambda info: info.last_seen)
+
+    def adhoc_ended(self, info: RunInfo) -> bool:
+        """Mark an ad-hoc run over: its key opens a new run from now on. False if it was."""
+        if self._live.pop(info.id, None) is None:
+            return False
+        info.status = "finished"
+        if info.adhoc_key is not None and self._adhoc.get(info.adhoc_key) is info:
+            del self._adhoc[info.adhoc_key]
+        return True
+
+    def rekey_adhoc(self, info: RunInfo, key: str) -> None:
+        """Move a live ad-hoc run to another key (a probe's run adopted by the session after)."""
+        if info.adhoc_key is not None and self._adhoc.get(info.adhoc_key) is info:
+            del self._adhoc[info.adhoc_key]
+        info.adhoc_key = key
+        self._adhoc[key] = info
 
     async def _write(self, row: RunRow) -> None:
         try:
@@ -184,8 +237,12 @@ class RunRegistry:
         if self._pending_writes:
             await asyncio.gather(*list(self._pending_writes), return_exceptions=True)
 
-    def forget_adhoc(self, key: str) -> RunInfo | None:
-        return self._adhoc.pop(key, None)
+    def forget_adhoc(self, key: str, info: RunInfo | None = None) -> RunInfo | None:
+        """Drop the key's entry (only if it is `info`'s, when given); the run stays live."""
+        found = self._adhoc.get(key)
+        if found is None or (info is not None and found is not info):
+            return None
+        return self._adhoc.pop(key)
 
 
 def root_span(

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tracecard.scorers.types import FINAL_STATUSES
 from tracecard.server.runs.registry import (
     RunInfo,
+    client_label,
     emit,
     new_run_id,
     new_span_id,
@@ -22,6 +23,8 @@ from tracecard.server.runs.registry import (
 from tracecard.server.runtime import Runtime
 from tracecard.server.settings import MODEL_KINDS
 from tracecard.traces.models import RunRow
+from tracecard.traces.run_summary import end_run
+from tracecard.traces.search import index_runs
 
 
 class RunError(Exception):
@@ -95,6 +98,13 @@ def run_view(runtime: Runtime, run: RunRow, **extra: Any) -> dict[str, Any]:
         "root_span_id": run.root_span_id,
         "sandbox": run.sandbox,
         "flags": run.flags,
+        "client": run.client,
+        "upstreams": run.upstreams,
+        "calls": run.calls,
+        "errors": run.errors,
+        "tokens": run.tokens,
+        "duration_ms": run.duration_ms,
+        "end_reason": run.end_reason,
         "created_at": run.created_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "urls": run_urls(runtime, run.id),
@@ -184,12 +194,20 @@ async def finish_run(runtime: Runtime, run_id: str, body: RunFinish) -> dict[str
     root_events = runtime.hooks.root_events
     events = root_events(updated, extra) if root_events is not None else []
     await runtime.flush()
-    first = await anyio.to_thread.run_sync(runtime.store.first_span_start, run_id)
-    if updated.started_at is None:  # as the root span says: the first message, else creation
-        started = datetime.fromtimestamp(first / 1e9, UTC) if first else updated.created_at
-        await anyio.to_thread.run_sync(lambda: runtime.store.update_run(run_id, started_at=started))
+    info = runtime.runs.cached(run_id)
+    client = client_label(info.client) if info is not None else None
+    if info is not None and info.adhoc:
+        runtime.runs.adhoc_ended(info)  # its session or client opens a new run from now on
+    ended = await anyio.to_thread.run_sync(lambda: end_run(runtime.store, run_id, client))
+    assert ended is not None
+    updated, summary = ended
+    await anyio.to_thread.run_sync(index_runs, runtime.store, [run_id])
+    first = summary.first_ns
+    end_ns = time.time_ns()
+    if updated.adhoc_key is not None and summary.last_ns is not None:
+        end_ns = summary.last_ns  # an ad-hoc root ends at its last child, not at this call
     root = root_span(
-        updated, end_ns=time.time_ns(), events=events, resource=runtime.resource, start_ns=first
+        updated, end_ns=end_ns, events=events, resource=runtime.resource, start_ns=first
     )
     emit(runtime.span_sink, root)
     return run_view(runtime, updated, **extra)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from tracecard.server.asgi import (
     send_json,
     wait_disconnect,
 )
-from tracecard.server.proxy.forward import client_key
+from tracecard.server.proxy.grouping import Unbound, adhoc_for_request, client_info
 from tracecard.server.proxy.sessions import IdleLru
 from tracecard.server.recording.recorder import Recorder
 from tracecard.server.runs.registry import RunInfo
@@ -92,7 +93,9 @@ class StdioBridge:
         session.closed.set()
         if session.adhoc_key is None:
             return
-        self.runtime.runs.forget_adhoc(session.adhoc_key)
+        if self.runtime.adhoc is not None:  # a stdio session is its own run: it ends with it
+            self.runtime.adhoc.end_soon(session.run, "closed")
+        self.runtime.runs.forget_adhoc(session.adhoc_key, session.run)
         settings = self.runtime.settings.upstreams.get(session.upstream)
         if settings is not None and settings.per_run and not self.pool.closed:
             stop = self.pool.stop_run(session.run.id)
@@ -116,6 +119,9 @@ class StdioBridge:
         if method == "GET":
             await self._stream(scope, receive, send, headers)
         elif method == "DELETE":
+            known = self.sessions.get(headers.get(SESSION_HEADER, ""))
+            if known is not None and known.adhoc_key is not None and self.runtime.adhoc:
+                self.runtime.adhoc.end_soon(known.run, "deleted")
             session = self.sessions.pop(headers.get(SESSION_HEADER, ""))
             if session is not None and session.stopping is not None:
                 await session.stopping
@@ -148,7 +154,7 @@ class StdioBridge:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             exchange = self.calls.exchange(
-                upstream, run or self._adhoc(scope, upstream, headers), headers
+                upstream, run or self._adhoc(scope, upstream, headers, None), headers
             )
             span = self.recorder.unparsable(body, f"not valid JSON: {exc}", exchange, "parse error")
             span.end()
@@ -164,9 +170,20 @@ class StdioBridge:
         else:
             await self._legacy(scope, send, headers, upstream, run, message)
 
-    def _adhoc(self, scope: Scope, upstream: str, headers: dict[str, str]) -> RunInfo:
-        """A stateless client's ad-hoc run: one per address and User-Agent, as in the proxy."""
-        return self.runtime.runs.adhoc(client_key(scope, headers.get("user-agent", "")))
+    def _adhoc(
+        self, scope: Scope, upstream: str, headers: dict[str, str], message: dict[str, Any] | None
+    ) -> RunInfo:
+        """A stateless client's ad-hoc run, grouped as in the proxy (trace context, client)."""
+        client = scope.get("client")
+        request = Unbound(
+            address=str(client[0]) if client else "unknown",
+            upstream=upstream,
+            message=message,
+            traceparent=headers.get("traceparent"),
+            baggage=headers.get("baggage"),
+            user_agent=headers.get("user-agent", ""),
+        )
+        return adhoc_for_request(self.runtime.runs, request)
 
     # --- stateless protocol (2026-07-28) --------------------------------------------------------
     async def _modern(
@@ -180,7 +197,7 @@ class StdioBridge:
     ) -> None:
         version = headers.get(VERSION_HEADER) or MODERN_VERSION
         exchange = self.calls.exchange(
-            upstream, run or self._adhoc(scope, upstream, headers), headers, None, version
+            upstream, run or self._adhoc(scope, upstream, headers, message), headers, None, version
         )
         if "id" not in message or "method" not in message:
             await send_bytes(send, 202, content_type=None)  # notifications are acknowledged
@@ -236,6 +253,10 @@ class StdioBridge:
             await send_json(send, status, jsonrpc_error(message.get("id"), CODE_INVALID, detail))
             return
         session_headers = [(b"mcp-session-id", session.id.encode())]
+        if session.adhoc_key is not None:
+            if session.run.status != "running":  # ended after an idle gap: a new run
+                session.run = self.runtime.runs.adhoc(session.adhoc_key)
+            session.run.last_seen = time.monotonic()
         exchange = self.calls.exchange(
             upstream, run or session.run, headers, session.id, session.protocol_version
         )
@@ -280,7 +301,7 @@ class StdioBridge:
     ) -> None:
         session_id = secrets.token_hex(16)
         adhoc_key = None if run is not None else f"mcp-session:{upstream}:{session_id}"
-        run = run or self.runtime.runs.adhoc(str(adhoc_key))
+        run = run or self.runtime.runs.adhoc(str(adhoc_key), client=client_info(message))
         exchange = self.calls.exchange(upstream, run, headers, session_id)
         slot = self.pool.slot(upstream, run)
         agent = handshake.declared_capabilities(message)

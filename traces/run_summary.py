@@ -1,0 +1,143 @@
+"""What the runs list shows of a run, summarised from its spans: calls, errors, tokens, upstreams,
+client, duration; written on the run's row when it ends, computed on the fly while it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import and_, case, func, select
+
+from tracecard.traces import semconv
+from tracecard.traces.models import RunRow, SpanRow
+from tracecard.traces.store import Store
+
+__all__ = ["RunSummary", "end_run", "summarize_runs"]
+
+CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"  # the 2026-07-28 per-request `_meta`
+
+
+@dataclass
+class RunSummary:
+    """A run's figures as its spans say (the root span left out)."""
+
+    calls: int = 0
+    errors: int = 0
+    tokens: int = 0
+    upstreams: list[str] = field(default_factory=list)
+    first_ns: int | None = None
+    last_ns: int | None = None
+    client: str | None = None
+
+    @property
+    def duration_ms(self) -> int:
+        if self.first_ns is None or self.last_ns is None:
+            return 0
+        return max(0, (self.last_ns - self.first_ns) // 1_000_000)
+
+
+def _client_of(params_text: Any) -> str | None:
+    """`name/version` from recorded params: `clientInfo` (initialize) or the `_meta` envelope."""
+    if not isinstance(params_text, str):
+        return None
+    try:
+        params = orjson.loads(params_text)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(params, dict):
+        return None
+    meta = params.get("_meta")
+    info = params.get("clientInfo")
+    if info is None and isinstance(meta, dict):
+        info = meta.get(CLIENT_INFO_META)
+    if not isinstance(info, dict) or not info.get("name"):
+        return None
+    version = info.get("version")
+    return (f"{info['name']}/{version}" if version else str(info["name"]))[:200]
+
+
+def summarize_runs(store: Store, runs: Sequence[RunRow]) -> dict[str, RunSummary]:
+    """Each run's summary, in three grouped queries whatever the number of runs."""
+    if not runs:
+        return {}
+    spans: Any = SpanRow
+    ids = [r.id for r in runs]
+    roots = [r.root_span_id for r in runs]
+    agent = spans.role == semconv.ROLE_AGENT
+    tokens = func.coalesce(
+        spans.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS].as_integer(), 0
+    ) + func.coalesce(spans.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS].as_integer(), 0)
+    figures = (
+        select(
+            spans.run_id,
+            func.sum(case((and_(agent, spans.tool_name.is_not(None)), 1), else_=0)),
+            func.sum(case((and_(agent, spans.error_type.is_not(None)), 1), else_=0)),
+            func.sum(case((spans.name.like(f"{semconv.OP_CHAT} %"), tokens), else_=0)),
+            func.min(spans.start_ns),
+            func.max(func.coalesce(spans.end_ns, spans.start_ns)),
+        )
+        .where(spans.run_id.in_(ids), spans.span_id.not_in(roots))
+        .group_by(spans.run_id)
+    )
+    upstream = spans.attributes[semconv.UPSTREAM].as_string()
+    upstreams = (
+        select(spans.run_id, upstream)
+        .where(spans.run_id.in_(ids), upstream.is_not(None))
+        .distinct()
+    )
+    first_params = (
+        select(spans.run_id, spans.attributes[semconv.RPC_PARAMS].as_string())
+        .where(
+            spans.run_id.in_(ids),
+            spans.name.in_(("initialize", "server/discover", "tools/list")),
+        )
+        .order_by(spans.start_ns)
+    )
+    found = {run_id: RunSummary() for run_id in ids}
+    with store.engine.connect() as connection:
+        for run_id, calls, errors, used, first, last in connection.execute(figures):
+            summary = found[run_id]
+            summary.calls, summary.errors = int(calls or 0), int(errors or 0)
+            summary.tokens = int(used or 0)
+            summary.first_ns = int(first) if first is not None else None
+            summary.last_ns = int(last) if last is not None else None
+        for run_id, name in connection.execute(upstreams):
+            found[run_id].upstreams.append(str(name))
+        pending = set(ids)
+        for run_id, params in connection.execute(first_params):
+            if run_id in pending and (client := _client_of(params)) is not None:
+                found[run_id].client = client
+                pending.discard(run_id)
+    for summary in found.values():
+        summary.upstreams.sort()
+    return found
+
+
+def end_run(
+    store: Store, run_id: str, client: str | None = None, **fields: Any
+) -> tuple[RunRow, RunSummary] | None:
+    """Write the run's summary (and `fields`: status, end reason, ...) on its row; None if no
+    such run. `client` is what the proxy saw, kept over what the spans say."""
+    run = store.get_run(run_id)
+    if run is None:
+        return None
+    summary = summarize_runs(store, [run])[run_id]
+    values: dict[str, Any] = {
+        "calls": summary.calls,
+        "errors": summary.errors,
+        "tokens": summary.tokens,
+        "upstreams": summary.upstreams,
+        "duration_ms": summary.duration_ms,
+        "client": client or summary.client or run.client,
+    }
+    if summary.first_ns is not None and run.started_at is None:
+        values["started_at"] = datetime.fromtimestamp(summary.first_ns / 1e9, UTC)
+    elif run.started_at is None:  # as the root span says: the first message, else creation
+        values["started_at"] = run.created_at
+    values.update(fields)
+    updated = store.update_run(run_id, **values)
+    assert updated is not None
+    return updated, summary
