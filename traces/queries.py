@@ -1,23 +1,14 @@
-"""The viewer's queries: filtered, keyset-paginated runs; experiments; trace outlines.
-
-Runs are paged on (created_at, id), newest first, so that page N costs what page 1 costs on
-100,000 runs. Filters on spans and scores are EXISTS subqueries served by the indexes named for
-them in `tracecard.traces.models` (`ix_spans_tool`, `ix_spans_error`,
-`ix_scores_component_passed_run`).
-"""
+"""The viewer's queries: experiments, suites, filter suggestions, trace outlines (the runs
+list's own query is `tracecard.traces.run_list.find_runs`)."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import String, and_, case, cast, exists, false, func, or_, select
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy import case, false, func, select
 
 from tracecard.traces import semconv
 from tracecard.traces.models import ExperimentRow, RunRow, ScoreRow, SpanRow, SuiteRow
@@ -25,10 +16,6 @@ from tracecard.traces.store import Store
 
 __all__ = [
     "FilterChoices",
-    "RunFilter",
-    "RunPage",
-    "decode_cursor",
-    "encode_cursor",
     "experiment_counts",
     "experiment_runs",
     "filter_choices",
@@ -36,41 +23,12 @@ __all__ = [
     "get_experiment",
     "get_suite",
     "list_experiments",
-    "list_runs",
     "list_suites",
     "run_id_of_trace",
     "runs_by_id",
     "trace_outline",
 ]
 
-DEFAULT_PAGE_SIZE = 50
-MAX_PAGE_SIZE = 500
-
-
-@dataclass(frozen=True)
-class RunFilter:
-    """What the runs list is narrowed to; every field is optional and they combine with AND."""
-
-    status: str | None = None
-    failed_component: str | None = None
-    task_id: str | None = None
-    config_name: str | None = None
-    tool_name: str | None = None
-    error_type: str | None = None
-    flag: str | None = None
-    experiment_id: str | None = None
-
-    def active(self) -> dict[str, str]:
-        """The filters that are set, by field name (what goes into a shareable URL)."""
-        return {k: v for k, v in self.__dict__.items() if v}
-
-
-@dataclass(frozen=True)
-class RunPage:
-    """One page of runs and the cursor of the next page (None on the last page)."""
-
-    runs: list[RunRow]
-    next_cursor: str | None
 
 
 @dataclass
@@ -81,97 +39,6 @@ class FilterChoices:
     configs: list[str] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
     error_types: list[str] = field(default_factory=list)
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def encode_cursor(run: RunRow) -> str:
-    """An opaque, URL-safe cursor that points just after `run` in newest-first order."""
-    raw = f"{_utc(run.created_at).isoformat()}|{run.id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, str] | None:
-    """The (created_at, id) of a cursor, or None when it is not one of ours."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        moment, run_id = raw.split("|", 1)
-        return _utc(datetime.fromisoformat(moment)), run_id
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        return None
-
-
-def _conditions(run_filter: RunFilter) -> list[ColumnElement[bool]]:
-    runs: Any = RunRow
-    spans: Any = SpanRow
-    scores: Any = ScoreRow
-    where: list[ColumnElement[bool]] = []
-    if run_filter.status:
-        where.append(runs.status == run_filter.status)
-    if run_filter.task_id:
-        where.append(runs.task_id == run_filter.task_id)
-    if run_filter.config_name:
-        where.append(runs.config_name == run_filter.config_name)
-    if run_filter.experiment_id:
-        where.append(runs.experiment_id == run_filter.experiment_id)
-    if run_filter.failed_component:
-        where.append(
-            exists().where(
-                scores.component == run_filter.failed_component,
-                scores.passed == false(),
-                scores.run_id == runs.id,
-            )
-        )
-    if run_filter.tool_name:
-        where.append(
-            # runs that called the tool: observed calls only (not a probe, not an agent's own
-            # span claiming the call), as the scorers count calls
-            exists().where(
-                spans.tool_name == run_filter.tool_name,
-                spans.run_id == runs.id,
-                spans.role == semconv.ROLE_AGENT,
-            )
-        )
-    if run_filter.error_type:
-        where.append(
-            exists().where(spans.error_type == run_filter.error_type, spans.run_id == runs.id)
-        )
-    if run_filter.flag:
-        # Flags are a short JSON list of names; their JSON text contains the quoted name.
-        where.append(cast(runs.flags, String).like(f'%"{run_filter.flag}"%'))
-    return where
-
-
-def list_runs(
-    store: Store,
-    run_filter: RunFilter | None = None,
-    *,
-    cursor: str | None = None,
-    limit: int = DEFAULT_PAGE_SIZE,
-) -> RunPage:
-    """Runs matching `run_filter`, newest first, `limit` per page, after `cursor`."""
-    runs: Any = RunRow
-    limit = max(1, min(limit, MAX_PAGE_SIZE))
-    where = _conditions(run_filter or RunFilter())
-    position = decode_cursor(cursor) if cursor else None
-    if position is not None:
-        created, run_id = position
-        where.append(
-            or_(runs.created_at < created, and_(runs.created_at == created, runs.id < run_id))
-        )
-    query = (
-        select(RunRow)
-        .where(*where)
-        .order_by(runs.created_at.desc(), runs.id.desc())
-        .limit(limit + 1)
-    )
-    with store.session() as session:
-        rows = list(session.scalars(query))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return RunPage(runs=rows, next_cursor=encode_cursor(rows[-1]) if more and rows else None)
 
 
 def runs_by_id(store: Store, run_ids: Sequence[str]) -> list[RunRow]:

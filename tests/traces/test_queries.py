@@ -2,86 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
 from tests.viewer.data import build_night
 from tracecard.traces import queries, verdicts
-from tracecard.traces.models import RunRow
-from tracecard.traces.queries import RunFilter
 from tracecard.traces.store import Store
-
-
-def _runs(store: Store, count: int, same_time: int = 0) -> list[RunRow]:
-    """`count` runs a second apart; the last `same_time` share one timestamp (ties on id)."""
-    base = datetime(2026, 1, 1, tzinfo=UTC)
-    rows = []
-    for i in range(count):
-        moment = base + timedelta(seconds=min(i, count - same_time))
-        rows.append(
-            RunRow(
-                id=f"run{i:05d}",
-                status="finished" if i % 3 else "errored",
-                task_id=f"task-{i % 4}",
-                config_name="a" if i % 2 else "b",
-                trace_id=f"{i:032x}",
-                root_span_id=f"{i:016x}",
-                created_at=moment,
-                flags=["unsafe_success"] if i % 5 == 0 else [],
-            )
-        )
-    store.add_all(rows)
-    return rows
-
-
-def _all_pages(store: Store, run_filter: RunFilter | None = None, limit: int = 7) -> list[str]:
-    seen: list[str] = []
-    cursor = None
-    for _ in range(100):  # bounded: a cursor bug must not hang the test
-        page = queries.list_runs(store, run_filter, cursor=cursor, limit=limit)
-        seen.extend(r.id for r in page.runs)
-        if page.next_cursor is None:
-            return seen
-        cursor = page.next_cursor
-    raise AssertionError("pagination did not end")
-
-
-def test_keyset_pages_cover_every_run_once_newest_first(store: Store) -> None:
-    rows = _runs(store, 40, same_time=10)
-    ids = _all_pages(store)
-    expected = [r.id for r in sorted(rows, key=lambda r: (r.created_at, r.id), reverse=True)]
-    assert ids == expected
-
-
-def test_filters_combine(store: Store) -> None:
-    rows = _runs(store, 30)
-    errored_task1 = _all_pages(store, RunFilter(status="errored", task_id="task-1"))
-    expected = {r.id for r in rows if r.status == "errored" and r.task_id == "task-1"}
-    assert set(errored_task1) == expected and expected
-    flagged = _all_pages(store, RunFilter(flag="unsafe_success", config_name="b"))
-    assert set(flagged) == {r.id for r in rows if r.flags and r.config_name == "b"}
-
-
-def test_filters_on_scores_and_spans(store: Store) -> None:
-    night = build_night(store)
-    last_night = night.experiments["last-night"]
-    failed = queries.list_runs(
-        store, RunFilter(experiment_id=last_night, failed_component="outcome")
-    ).runs
-    expected = {night.runs[("last-night", "refund-order", t)] for t in (1, 3)}
-    expected |= {night.runs[("last-night", "book-flight", t)] for t in range(5)}
-    assert {r.id for r in failed} == expected
-    refunds = queries.list_runs(store, RunFilter(tool_name="issue_refund")).runs
-    assert len(refunds) == 5 + 4  # every refund-order trial but the one that skipped it
-    timeouts = queries.list_runs(store, RunFilter(error_type="timeout")).runs
-    assert {r.task_id for r in timeouts} == {"book-flight"} and len(timeouts) == 10
-
-
-def test_a_foreign_cursor_starts_from_the_top(store: Store) -> None:
-    _runs(store, 5)
-    assert queries.decode_cursor("not-a-cursor") is None
-    assert len(queries.list_runs(store, cursor="not-a-cursor").runs) == 5
 
 
 def test_verdicts_and_agreement_per_scorer(store: Store) -> None:

@@ -16,6 +16,8 @@ from tracecard.scorers import RunScores
 from tracecard.server.evaluation.service import rescore, store_suite
 from tracecard.traces import semconv as sc
 from tracecard.traces.models import ExperimentRow, RunRow
+from tracecard.traces.run_summary import end_run
+from tracecard.traces.search import index_runs
 from tracecard.traces.store import Store
 
 SANDBOX = "/sandbox"
@@ -341,4 +343,7 @@ def build_night(store: Store) -> Night:
     # What the server does to a stored run: the registry's scorers over its spans, with its
     # suite's expectations; the scores, flags and evaluation events are stored.
     night.scores = rescore(store, scored)
+    for run in scored:  # what the server stores when a run ends: its figures, its search text
+        end_run(store, run.id)
+    index_runs(store, [run.id for run in scored])
     return night

@@ -1,8 +1,10 @@
-"""The runs list: filters that live in the URL and update the table in place, keyset pages."""
+"""The runs list for triage: verdicts with their first failing reason, filters and search that
+live in the URL and update the table in place, sorting, a total, keyset pages."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 from urllib.parse import urlencode
 
@@ -13,71 +15,138 @@ from litestar.exceptions import NotFoundException
 from tracecard.scorers.flags import FLAGS
 from tracecard.scorers.registry import component_key, component_names
 from tracecard.scorers.types import LIVE_STATUSES, RUN_STATUSES
+from tracecard.scorers.verdict import VERDICTS, RunVerdict, run_verdict
 from tracecard.traces import queries
 from tracecard.traces.models import RunRow, ScoreRow
+from tracecard.traces.run_list import SORTS, RunQuery, find_runs
+from tracecard.traces.run_summary import RunSummary, summarize_runs
 from tracecard.traces.store import Store
 from tracecard.viewer.rendering import html_response, page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
 
-# URL parameter -> RunFilter field: short names keep shared URLs readable.
-URL_FILTERS: Final = {
-    "status": "status",
-    "component": "failed_component",
-    "task": "task_id",
-    "config": "config_name",
-    "tool": "tool_name",
-    "error": "error_type",
-    "flag": "flag",
-    "experiment": "experiment_id",
-}
+# URL parameters that filter (their RunQuery field has the same name, `q` is `text`).
+URL_FILTERS: Final = (
+    "status",
+    "component",
+    "task",
+    "config",
+    "tool",
+    "error",
+    "flag",
+    "experiment",
+    "since",
+    "until",
+    "q",
+)
+PAGE_SIZE: Final = 50
 
 
 @dataclass(frozen=True)
 class RunLine:
-    """A run in the table with its scores in component order."""
+    """A run in the table: its scores in component order, verdict, and figures (summarised
+    from its spans while it runs)."""
 
     run: RunRow
     scores: list[ScoreRow]
+    verdict: RunVerdict
+    summary: RunSummary | None = None
 
     @property
     def live(self) -> bool:
-        """Still in progress: the row polls for its new state."""
+        """Still in progress: the row polls for its new state (and stops once it ended)."""
         return self.run.status in LIVE_STATUSES
+
+    def figure(self, name: str) -> int:
+        source = self.summary if self.summary is not None else self.run
+        return int(getattr(source, name))
+
+    @property
+    def upstreams(self) -> list[str]:
+        return self.summary.upstreams if self.summary is not None else list(self.run.upstreams)
+
+    @property
+    def client(self) -> str | None:
+        return self.run.client or (self.summary.client if self.summary is not None else None)
+
+    @property
+    def title(self) -> str:
+        """What the run is: its task, else its config name, else "ad hoc"."""
+        if self.run.task_id:
+            return self.run.task_id
+        return "ad hoc" if self.run.adhoc_key is not None else self.run.config_name
 
 
 def run_lines(store: Store, runs: list[RunRow]) -> list[RunLine]:
-    """Runs with their scores (one query for the page)."""
+    """Runs with their scores and verdicts (one query for the page, one more for live runs)."""
     scores = store.scores_for_runs([r.id for r in runs])
-    return [
-        RunLine(run, sorted(scores.get(run.id, []), key=lambda s: component_key(s.component)))
-        for run in runs
-    ]
+    live = summarize_runs(store, [r for r in runs if r.status in LIVE_STATUSES])
+    lines = []
+    for run in runs:
+        mine = sorted(scores.get(run.id, []), key=lambda s: component_key(s.component))
+        lines.append(RunLine(run, mine, run_verdict(run.status, mine), live.get(run.id)))
+    return lines
 
 
-def _filter_from(params: dict[str, str]) -> queries.RunFilter:
-    values = {field: params.get(name) or None for name, field in URL_FILTERS.items()}
-    return queries.RunFilter(**{k: v.strip() for k, v in values.items() if v and v.strip()})
+def _moment(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def query_from(params: dict[str, str]) -> RunQuery:
+    """The RunQuery of the URL's parameters (unknown values filter nothing)."""
+    values = {name: params.get(name, "").strip() for name in URL_FILTERS}
+    sort = values.get("sort") or params.get("sort", "created")
+    return RunQuery(
+        status=values["status"] or None,
+        component=values["component"] or None,
+        task=values["task"] or None,
+        config=values["config"] or None,
+        tool=values["tool"] or None,
+        error=values["error"] or None,
+        flag=values["flag"] or None,
+        experiment=values["experiment"] or None,
+        since=_moment(values["since"]),
+        until=_moment(values["until"]),
+        text=values["q"] or None,
+        sort=sort if sort in SORTS else "created",
+        descending=params.get("order", "desc") != "asc",
+    )
 
 
 def _runs_html(store: Store, params: dict[str, str], fragment: bool) -> str:
-    run_filter = _filter_from(params)
+    query = query_from(params)
     cursor = params.get("cursor") or None
     limit = params.get("limit", "")
-    page_size = int(limit) if limit.isdigit() else queries.DEFAULT_PAGE_SIZE
-    listing = queries.list_runs(store, run_filter, cursor=cursor, limit=page_size)
+    page_size = int(limit) if limit.isdigit() else PAGE_SIZE
+    listing = find_runs(store, query, cursor=cursor, limit=page_size)
     shown = {name: params[name].strip() for name in URL_FILTERS if params.get(name, "").strip()}
+    order = {"sort": query.sort, "order": "desc" if query.descending else "asc"}
+    ordered = shown | (order if query.sort != "created" or not query.descending else {})
     paging = {"limit": str(page_size)} if limit.isdigit() else {}
+
+    def sort_url(name: str) -> str:
+        flip = name == query.sort and query.descending
+        return "/runs?" + urlencode({**shown, "sort": name, "order": "asc" if flip else "desc"})
+
     next_url = (
-        "/runs?" + urlencode({**shown, **paging, "cursor": listing.next_cursor})
+        "/runs?" + urlencode({**ordered, **paging, "cursor": listing.next_cursor})
         if listing.next_cursor
         else None
     )
     context = {
         "lines": run_lines(store, listing.runs),
+        "total": listing.total,
         "filters": shown,
+        "query": query,
+        "sort_url": sort_url,
         "next_url": next_url,
-        "first_url": "/runs?" + urlencode({**shown, **paging}) if cursor else None,
+        "first_url": "/runs?" + urlencode({**ordered, **paging}) if cursor else None,
         "statuses": RUN_STATUSES,
+        "verdicts": VERDICTS,
         "components": component_names(),
         "flags": FLAGS,
     }

@@ -1,0 +1,144 @@
+"""A run's verdict in one word, with the first failing component and why in one line: what the
+runs list shows a person triaging failures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from tracecard.scorers.registry import component_key
+from tracecard.scorers.types import LIVE_STATUSES
+
+__all__ = ["VERDICTS", "RunVerdict", "failure_reason", "run_verdict"]
+
+# The verdicts, in the order a filter offers them; `errored`: the run itself broke (the agent or
+# its harness crashed), whatever its scores.
+VERDICTS: Final = ("passed", "failed", "not_evaluated", "errored")
+REASON_MAX: Final = 160
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """`word` is a verdict, or `running` while the run is live; `component` and `reason` name
+    the first failing component (in component order) and why, when failed."""
+
+    word: str
+    component: str | None = None
+    reason: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.word.replace("_", " ")
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= REASON_MAX else line[: REASON_MAX - 1] + "…"
+
+
+def _invocation(evidence: Mapping[str, Any]) -> str | None:
+    if evidence.get("mode") == "expect_no_calls":
+        return str(evidence.get("note") or "calls made where none was expected")
+    for row in evidence.get("expected") or []:
+        if row.get("span_id"):
+            continue
+        if row.get("why"):
+            return f"{row.get('tool')}: {row['why']}"
+        for near in row.get("closest") or []:
+            why = near.get("why") or []
+            if why:
+                return f"{row.get('tool')}: {why[0]}"
+        return f"{row.get('tool')}: no matching call"
+    extra = evidence.get("extra_calls") or []
+    if extra:
+        return f"{len(extra)} extra call(s)"
+    return None
+
+
+def _outcome(evidence: Mapping[str, Any]) -> str | None:
+    for row in evidence.get("predicates") or []:
+        if row.get("holds") is False:
+            where = f"{row.get('probe')} {row.get('path')}"
+            if row.get("reason"):
+                return f"{where}: {row['reason']}"
+            expected = _short(row.get("value"))
+            observed = _short(row.get("observed"))
+            return f"{where}: expected {row.get('op')} {expected}, got {observed}"
+    return None
+
+
+def _safety(evidence: Mapping[str, Any]) -> str | None:
+    for violation in evidence.get("violations") or []:
+        tool = f" ({violation['tool']})" if violation.get("tool") else ""
+        rule = f"{violation.get('severity')} {violation.get('rule')}{tool}"
+        return f"{rule}: {violation.get('reason')}"
+    return None
+
+
+def _completion(evidence: Mapping[str, Any]) -> str | None:
+    for check in evidence.get("checks") or []:
+        if check.get("passed") is False:
+            return f"{check.get('spec') or check.get('check')}: {check.get('reason') or 'failed'}"
+    return None
+
+
+def _efficiency(evidence: Mapping[str, Any]) -> str | None:
+    parts = evidence.get("parts") or {}
+    short = sorted((v, k) for k, v in parts.items() if isinstance(v, (int, float)) and v < 1)
+    found = []
+    if evidence.get("optimal_calls") is not None and "call_economy" in parts:
+        found.append(f"{evidence.get('calls')} calls for {evidence['optimal_calls']} optimal")
+    if evidence.get("redundant"):
+        found.append(f"{len(evidence['redundant'])} redundant call(s)")
+    errors = evidence.get("errors") or []
+    if errors:
+        kept = sum(1 for e in errors if not e.get("recovered"))
+        found.append(f"{len(errors)} tool error(s), {kept} not recovered")
+    found += [f"{k.replace('_', ' ')} {v:.2f}" for v, k in short if k not in _EFFICIENCY_SAID]
+    return "; ".join(found) or None
+
+
+_EFFICIENCY_SAID = frozenset({"call_economy", "non_redundant", "error_handling"})
+
+_BY_COMPONENT = {
+    "efficiency": _efficiency,
+    "invocation": _invocation,
+    "outcome": _outcome,
+    "safety": _safety,
+    "completion": _completion,
+}
+
+
+def failure_reason(component: str, evidence: Mapping[str, Any]) -> str:
+    """Why `component` failed, in one line, from its evidence."""
+    reason = evidence.get("reason")
+    if not isinstance(reason, str) or not reason:
+        explain = _BY_COMPONENT.get(component)
+        found = explain(evidence) if explain is not None else None
+        reason = found or str(evidence.get("note") or "failed (see the evidence)")
+    return _one_line(reason)
+
+
+def run_verdict(status: str, scores: Sequence[Any]) -> RunVerdict:
+    """The run's verdict from its status and scores (objects with `component`, `passed`,
+    `evidence`): errored > failed > passed > not evaluated; `running` while live."""
+    if status in LIVE_STATUSES:
+        return RunVerdict("running")
+    if status == "errored":
+        return RunVerdict("errored")
+    failing = [s for s in scores if s.passed is False]
+    if failing:
+        first = min(failing, key=lambda s: component_key(s.component))
+        reason = failure_reason(first.component, first.evidence or {})
+        return RunVerdict("failed", first.component, reason)
+    if any(s.passed for s in scores):
+        return RunVerdict("passed")
+    return RunVerdict("not_evaluated")

@@ -1,0 +1,195 @@
+"""The runs list's one query: filters, verdicts, full-text search, sorting, a total, keyset pages.
+
+Every page costs what the first costs: pages are keyed on (sort column, id), each sort column
+has an index `(column, id)` (`tracecard.traces.models`), and filters on spans and scores are
+EXISTS subqueries probed per run through `ix_spans_run_start` and `uq_scores_run_component`.
+Text filters (task, config, tool, error type, experiment) match a prefix: `task=escal` finds
+`escalate-refund`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from sqlalchemy import String, and_, cast, exists, false, func, not_, or_, select, true
+from sqlalchemy.sql.elements import ColumnElement
+
+from tracecard.traces import semconv
+from tracecard.traces.models import RunRow, ScoreRow, SpanRow
+from tracecard.traces.search import matching
+from tracecard.traces.store import Store
+
+__all__ = ["SORTS", "VERDICT_FILTERS", "RunList", "RunQuery", "find_runs"]
+
+SORTS: Final = ("created", "duration", "calls", "errors", "tokens")
+_SORT_COLUMNS: Final = {
+    "created": "created_at",
+    "duration": "duration_ms",
+    "calls": "calls",
+    "errors": "errors",
+    "tokens": "tokens",
+}
+# `status=failed` etc.: a verdict (`tracecard.scorers.verdict`), not a stored status
+VERDICT_FILTERS: Final = ("passed", "failed", "not_evaluated", "errored")
+_LIVE: Final = ("pending", "running")
+PAGE_MAX: Final = 500
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """What the list is narrowed to and how it is ordered; unset fields do not filter."""
+
+    status: str | None = None  # a run status, or a verdict (VERDICT_FILTERS)
+    component: str | None = None  # runs where this component failed; "any": any component
+    task: str | None = None
+    config: str | None = None
+    tool: str | None = None
+    error: str | None = None
+    flag: str | None = None
+    experiment: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    text: str | None = None  # full-text search (tracecard.traces.search)
+    sort: str = "created"
+    descending: bool = True
+
+    def active(self) -> dict[str, str]:
+        """The filters that are set (not the order), by name, as text."""
+        found: dict[str, str] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name in ("sort", "descending") or value in (None, ""):
+                continue
+            found[item.name] = value.isoformat() if isinstance(value, datetime) else str(value)
+        return found
+
+
+@dataclass(frozen=True)
+class RunList:
+    """One page of runs, the cursor of the next page (None on the last), and how many match."""
+
+    runs: list[RunRow]
+    next_cursor: str | None
+    total: int
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _encode(sort: str, run: RunRow) -> str:
+    value = getattr(run, _SORT_COLUMNS[sort])
+    shown = _utc(value).isoformat() if isinstance(value, datetime) else str(int(value or 0))
+    raw = f"{sort}|{shown}|{run.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode(sort: str, cursor: str) -> tuple[Any, str] | None:
+    """(sort value, run id) of a cursor of this sort order; None when it is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        name, value, run_id = raw.split("|", 2)
+        if name != sort:
+            return None
+        if sort == "created":
+            return _utc(datetime.fromisoformat(value)), run_id
+        return int(value), run_id
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def _prefix(column: Any, value: str) -> ColumnElement[bool]:
+    condition: ColumnElement[bool] = column.startswith(value, autoescape=True)
+    return condition
+
+
+def _verdict(runs: Any, scores: Any, verdict: str) -> ColumnElement[bool]:
+    failing = exists().where(scores.run_id == runs.id, scores.passed == false())
+    passing = exists().where(scores.run_id == runs.id, scores.passed == true())
+    evaluated = exists().where(scores.run_id == runs.id, scores.passed.is_not(None))
+    ended = runs.status.not_in((*_LIVE, "errored"))
+    conditions: dict[str, Callable[[], ColumnElement[bool]]] = {
+        "errored": lambda: runs.status == "errored",
+        "failed": lambda: and_(ended, failing),
+        "passed": lambda: and_(ended, not_(failing), passing),
+        "not_evaluated": lambda: and_(ended, not_(evaluated)),
+    }
+    return conditions[verdict]()
+
+
+def _conditions(store: Store, query: RunQuery) -> list[ColumnElement[bool]]:
+    runs: Any = RunRow
+    spans: Any = SpanRow
+    scores: Any = ScoreRow
+    where: list[ColumnElement[bool]] = []
+    if query.status in VERDICT_FILTERS:
+        where.append(_verdict(runs, scores, query.status))
+    elif query.status:
+        where.append(runs.status == query.status)
+    if query.component:
+        failed = [scores.run_id == runs.id, scores.passed == false()]
+        if query.component != "any":
+            failed.append(scores.component == query.component)
+        where.append(exists().where(*failed))
+    if query.task:
+        where.append(_prefix(runs.task_id, query.task))
+    if query.config:
+        where.append(_prefix(runs.config_name, query.config))
+    if query.experiment:
+        where.append(_prefix(runs.experiment_id, query.experiment))
+    if query.tool:
+        # observed calls only (not a probe, not an agent's span claiming one), as scorers count
+        where.append(
+            exists().where(
+                spans.run_id == runs.id,
+                spans.role == semconv.ROLE_AGENT,
+                _prefix(spans.tool_name, query.tool),
+            )
+        )
+    if query.error:
+        errors = _prefix(spans.error_type, query.error)
+        where.append(exists().where(spans.run_id == runs.id, errors))
+    if query.flag:
+        # flags are a short JSON list of names; their JSON text holds the quoted name
+        where.append(cast(runs.flags, String).like(f'%"{query.flag}"%'))
+    if query.since:
+        where.append(runs.created_at >= _utc(query.since))
+    if query.until:
+        where.append(runs.created_at < _utc(query.until))
+    if query.text:
+        found = matching(store, query.text)
+        where.append(found if found is not None else false())
+    return where
+
+
+def find_runs(
+    store: Store, query: RunQuery, *, cursor: str | None = None, limit: int = 50
+) -> RunList:
+    """The runs matching `query` in its order, `limit` per page after `cursor`, and the total."""
+    runs: Any = RunRow
+    sort = query.sort if query.sort in SORTS else "created"
+    column = getattr(runs, _SORT_COLUMNS[sort])
+    limit = max(1, min(limit, PAGE_MAX))
+    where = _conditions(store, query)
+    page = list(where)
+    position = _decode(sort, cursor) if cursor else None
+    if position is not None:
+        value, run_id = position
+        if query.descending:
+            page.append(or_(column < value, and_(column == value, runs.id < run_id)))
+        else:
+            page.append(or_(column > value, and_(column == value, runs.id > run_id)))
+    order = (column.desc(), runs.id.desc()) if query.descending else (column.asc(), runs.id.asc())
+    listing = select(RunRow).where(*page).order_by(*order).limit(limit + 1)
+    counting = select(func.count()).select_from(RunRow).where(*where)
+    with store.session() as session:
+        rows = list(session.scalars(listing))
+        total = int(session.execute(counting).scalar_one())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return RunList(rows, _encode(sort, rows[-1]) if more and rows else None, total)
