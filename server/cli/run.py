@@ -13,7 +13,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -202,6 +202,66 @@ def _agent_argv(args: argparse.Namespace) -> list[str]:
         raise UsageError(str(exc)) from exc
 
 
+def _check_auto(args: argparse.Namespace) -> bool:
+    """`--trials auto` needs `--baseline`; it starts with one trial per task."""
+    if args.trials != "auto":
+        if args.baseline:
+            raise UsageError("--baseline goes with --trials auto")
+        return False
+    if not args.baseline:
+        raise UsageError(
+            "--trials auto needs --baseline EXPERIMENT: the experiment to decide against"
+        )
+    if args.max_trials < 1:
+        raise UsageError("--max-trials must be at least 1")
+    args.trials = 1
+    return True
+
+
+def _rounds(
+    args: argparse.Namespace,
+    client: TracecardClient,
+    experiment: ExperimentHandle,
+    run_round: Callable[[ExperimentHandle], bool],
+    console: Console,
+) -> bool:
+    """Rounds of one trial per task until the comparison with --baseline is decided; False
+    when interrupted."""
+    from tracecard.server.audit.rounds import run_until_decided
+
+    stopped = False
+
+    def guarded(runs: ExperimentHandle) -> bool:
+        nonlocal stopped
+        stopped = not run_round(runs)
+        return not stopped
+
+    look, rounds = run_until_decided(
+        client,
+        experiment,
+        guarded,
+        baseline=args.baseline,
+        component=args.component,
+        max_trials=args.max_trials,
+        report=console.print,
+    )
+    console.print(
+        f"trials until decided: {look.verdict} on {args.component} after {rounds} trial(s) "
+        f"per task against {args.baseline}"
+        + ("" if look.verdict != "undecided" else f" (--max-trials {args.max_trials} reached)")
+    )
+    return not stopped
+
+
+def _trials_value(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or auto, not {text!r}") from None
+
+
 def _work_root(args: argparse.Namespace) -> Path:
     return Path(args.work_dir or Path(".tracecard") / "agent-runs")
 
@@ -255,6 +315,7 @@ def run_summary_json(
 def _run(args: argparse.Namespace) -> int:
     resolve_renamed_flags(args)
     argv = _agent_argv(args)
+    auto = _check_auto(args)  # --trials auto: rounds until decided (docs/scorecards.md)
     if args.trials < 1 or args.concurrency < 1 or args.timeout <= 0:
         raise UsageError("--trials and --concurrency must be at least 1, --timeout positive")
     if args.max_failed_runs < 0:
@@ -291,15 +352,24 @@ def _run(args: argparse.Namespace) -> int:
         )
         work_dir = _work_root(args) / experiment.id
         agent = CommandAgent(argv, grace_s=args.grace)
-        outcomes, interrupted = orchestrate(
-            client,
-            experiment,
-            agent,
-            console=console,
-            concurrency=args.concurrency,
-            timeout_s=args.timeout,
-            work_dir=work_dir,
-            progress=not args.quiet and not args.json,
+        outcomes: list[RunOutcome] = []
+
+        def run_round(runs: ExperimentHandle) -> bool:
+            done, stopped = orchestrate(
+                client,
+                runs,
+                agent,
+                console=console,
+                concurrency=args.concurrency,
+                timeout_s=args.timeout,
+                work_dir=work_dir,
+                progress=not args.quiet and not args.json,
+            )
+            outcomes.extend(done)
+            return not stopped
+
+        interrupted = not (
+            _rounds(args, client, experiment, run_round, console) if auto else run_round(experiment)
         )
         card = print_summary(console, client, experiment.id, outcomes)
         console.print(f"agent output and answers: {work_dir}/<run id>/")
@@ -353,7 +423,27 @@ def register(sub: Any) -> None:
     )
     run.add_argument("--suite", required=True, help="suite file (TOML or JSON)")
     run.add_argument("--name", help="name of the configuration under test, e.g. careful")
-    run.add_argument("--trials", type=int, default=1, help="trials per task (default 1)")
+    run.add_argument(
+        "--trials",
+        type=_trials_value,
+        default=1,
+        help="trials per task (default 1); auto: add rounds of one trial per task until the "
+        "comparison with --baseline is decided (docs/scorecards.md)",
+    )
+    run.add_argument(
+        "--baseline", help="with --trials auto: the experiment id to compare to until decided"
+    )
+    run.add_argument(
+        "--max-trials",
+        type=int,
+        default=10,
+        help="with --trials auto: at most this many trials per task (default 10)",
+    )
+    run.add_argument(
+        "--component",
+        default="outcome",
+        help="with --trials auto: the component the comparison decides on (default outcome)",
+    )
     run.add_argument(
         "--agent",
         required=True,

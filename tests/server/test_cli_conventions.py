@@ -96,6 +96,8 @@ MEANINGS = {
     "--debug": "traceback",
     "--fail-on": "exit 1 when",
     "--work-dir": "answers and output tails",
+    "--component": "component",
+    "--baseline": "compare to",
 }
 # Old spellings, hidden from --help, accepted with a one-line deprecation warning.
 DEPRECATED = {("run", "--settings"), ("suite check", "--settings"), ("import bfcl", "--name")}
