@@ -173,7 +173,7 @@ def annotate_lines(lines: Sequence[SpanLine], view: ModelView) -> None:
 def _chip(turn: ModelTurn) -> str:
     """A model row's chip: its tokens as reported, or that the request failed."""
     if turn.failed:
-        return f"failed: {turn.error_type}"
+        return "usage unknown"  # the row already shows the error; its tokens are unknown
     if turn.input_tokens is None and turn.output_tokens is None:
         return "usage not reported"
     given = ["?" if n is None else str(n) for n in (turn.input_tokens, turn.output_tokens)]
