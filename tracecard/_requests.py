@@ -146,13 +146,19 @@ class _Requests:
 
     @staticmethod
     def create_experiment(
-        suite: str, config: dict[str, Any], trials: int, replay: dict[str, Any] | None = None
+        suite: str,
+        config: dict[str, Any],
+        trials: int,
+        replay: dict[str, Any] | None = None,
+        faults: dict[str, Any] | None = None,
     ) -> _Call[ExperimentHandle]:
         if "name" not in config:
             raise ValueError("config needs a name, e.g. {'name': 'gpt-x-careful'}")
         body: dict[str, Any] = {"suite": suite, "config": config, "trials": trials}
         if replay is not None:
             body["replay"] = replay
+        if faults is not None:
+            body["faults"] = faults
         return _Call("POST", "/api/experiments", {"json": body}, lambda r: _experiment(_body(r)))
 
     @staticmethod

@@ -109,12 +109,15 @@ class TracecardClient(_Base):
         config: dict[str, Any],
         trials: int = 1,
         replay: dict[str, Any] | None = None,
+        faults: dict[str, Any] | None = None,
     ) -> ExperimentHandle:
         """One config on one suite (by name or version) with `trials` runs per task.
 
         `replay`, e.g. `{"source": EXPERIMENT_ID, "on_miss": "live"}`: the upstreams' answers
-        come from that experiment's recorded runs (docs/replay.md)."""
-        return self._do(_Requests.create_experiment(suite, config, trials, replay))
+        come from that experiment's recorded runs; `faults`, e.g. `{"seed": 7, "rules": [{"kind":
+        "tool_error", "tool": "search", "nth": 1}]}`: seeded faults on the agent's calls
+        (docs/replay.md)."""
+        return self._do(_Requests.create_experiment(suite, config, trials, replay, faults))
 
     def list_experiments(self, suite: str | None = None) -> list[dict[str, Any]]:
         """Every stored experiment (of one suite, by name or version), newest first; the
@@ -220,9 +223,10 @@ class AsyncTracecardClient(_Base):
         config: dict[str, Any],
         trials: int = 1,
         replay: dict[str, Any] | None = None,
+        faults: dict[str, Any] | None = None,
     ) -> ExperimentHandle:
         """See `TracecardClient.create_experiment`."""
-        return await self._do(_Requests.create_experiment(suite, config, trials, replay))
+        return await self._do(_Requests.create_experiment(suite, config, trials, replay, faults))
 
     async def list_experiments(self, suite: str | None = None) -> list[dict[str, Any]]:
         """See `TracecardClient.list_experiments`."""

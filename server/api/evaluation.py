@@ -28,7 +28,8 @@ from tracecard.server.evaluation.service import (
 )
 from tracecard.server.evaluation.tool_lists import check_suite_tools
 from tracecard.server.evaluation.turns import next_turn
-from tracecard.server.replay import ReplayPlan, check_replay, start_replay
+from tracecard.server.faults import FaultPlan, check_faults
+from tracecard.server.replay import ReplayPlan, check_replay, start_faults, start_replay
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunError, get_run, model_kinds, run_urls, run_view
 from tracecard.traces.models import ExperimentRow
@@ -46,6 +47,8 @@ class ExperimentCreate(BaseModel):
     trials: int = 1
     # take the upstreams' answers from a source experiment's recording (docs/replay.md)
     replay: ReplayPlan | None = None
+    # seeded fault rules applied to the agent's traffic (docs/replay.md, "Fault plans")
+    faults: FaultPlan | None = None
 
 
 class VerdictCreate(BaseModel):
@@ -122,6 +125,13 @@ class ExperimentController(Controller):
     async def create(self, state: State, data: ExperimentCreate) -> dict[str, Any]:
         runtime = runtime_of(state)
         warnings = await _check_tools(runtime, data.suite)  # before any run exists
+        if data.replay is not None and data.faults is not None:
+            raise HTTPException(
+                status_code=422,
+                detail="replay and faults in one experiment are not supported yet: use one",
+            )
+        if data.faults is not None:
+            await service_call(check_faults(runtime, data.faults))
         replay = None
         if data.replay is not None:  # checked against its source before any run exists
             _suite, found = await _thread(find_suite, runtime.store, data.suite)
@@ -129,6 +139,8 @@ class ExperimentController(Controller):
                 check_replay(runtime, data.replay, found.version, data.trials)
             )
         environment = None if replay is None else {"replay": replay.plan.stored()}
+        if data.faults is not None:
+            environment = {"faults": data.faults.stored()}
         experiment, runs = await _thread(
             lambda: create_experiment(
                 runtime.store, runtime.settings, data.suite, data.config, data.trials, environment
@@ -136,6 +148,8 @@ class ExperimentController(Controller):
         )
         if replay is not None:  # each run's index, built now: serving never reads the database
             await start_replay(runtime, replay, runs)
+        if data.faults is not None:
+            start_faults(runtime, data.faults, runs)
         cache = tasks_of(runtime)
         suite, _ = await _thread(find_suite, runtime.store, experiment.suite_version)
         for run in runs:

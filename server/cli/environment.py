@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
+
+from tracecard.server.cli.common import UsageError
+from tracecard.server.faults.plan import read_plan
 
 
 def add_replay_arguments(run: Any) -> None:
@@ -38,6 +42,24 @@ def add_replay_arguments(run: Any) -> None:
         default="error",
         help="a request with no recorded answer: an error (default) or forwarded live",
     )
+    run.add_argument(
+        "--faults",
+        metavar="PLAN.toml",
+        help="seeded fault rules for the agent's calls (docs/replay.md, 'Fault plans')",
+    )
+
+
+def faults_body(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The `faults` of `POST /api/experiments` from `--faults plan.toml` (checked here)."""
+    if not args.faults:
+        return None
+    try:
+        text = Path(args.faults).read_text(encoding="utf-8")
+        return read_plan(args.faults, text).stored()
+    except OSError as exc:
+        raise UsageError(f"--faults {args.faults}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"--faults {exc}") from None
 
 
 def replay_body(args: argparse.Namespace) -> dict[str, Any] | None:

@@ -27,7 +27,7 @@ from tracecard.server.cli.common import (
     settings_from_args,
     warn,
 )
-from tracecard.server.cli.environment import add_replay_arguments, replay_body
+from tracecard.server.cli.environment import add_replay_arguments, faults_body, replay_body
 from tracecard.server.orchestration.agents import AgentRunner, CommandAgent
 from tracecard.server.orchestration.embedded import embedded_server
 from tracecard.server.orchestration.orchestrator import Orchestrator, RunOutcome
@@ -338,7 +338,7 @@ def _run(args: argparse.Namespace) -> int:
             raise RunError(f"{args.suite}: {exc}") from exc
         try:
             experiment = client.create_experiment(
-                suite["version"], _config(args), args.trials, replay_body(args)
+                suite["version"], _config(args), args.trials, replay_body(args), faults_body(args)
             )
         except TracecardError as exc:  # 422: the server's reason says what to change
             raise RunError(

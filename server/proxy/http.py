@@ -65,10 +65,13 @@ async def handle_http(
         _record(*record, error=semconv.ERR_BLOCKED, blocked=(str(decision.rule_id), text))
         raise ProxyError(403, text, rule=decision.rule_id)
     extra: dict[str, Any] = {}
-    environment = state.runtime.hooks.environment  # replay: a recorded answer, or a miss
+    answer = None
+    environment = state.runtime.hooks.environment  # replay or faults: an answer of their own
     if environment is not None:
         request = (method, path, query, body)
-        answer = environment.http(run.id, state.recorder, upstream.name, headers.role, request)
+        answer = await environment.http(
+            run.id, state.recorder, upstream.name, headers.role, request
+        )
         if answer is not None and answer.status:
             await _replayed(send, functools.partial(_record, *record), answer)
             return
@@ -85,6 +88,8 @@ async def handle_http(
         text = f"upstream {upstream.name!r} is unavailable ({type(exc).__name__}: {exc})"
         raise ProxyError(502, text) from None
     relayed = await relay_body(response, send, deadline, cap + 1)
+    if relayed.whole and answer is not None and answer.transform is not None:
+        relayed.kept = answer.transform(relayed.kept)  # a fault plan's truncate / corrupt
     if relayed.whole:
         await send_whole(send, response, relayed.kept)
     _record(*record, response, relayed.kept, relayed.size, error=relayed.error, extra=extra)
@@ -97,8 +102,8 @@ async def handle_http(
 async def _replayed(send: Send, record: Callable[..., None], answer: Any) -> None:
     """Send a recorded answer and record its span; a miss is the proxy's error (599)."""
     if answer.error is not None:
-        record(error=semconv.ERR_REPLAY_MISS, extra=answer.attributes)
-        raise ProxyError(answer.status, answer.error, reason=semconv.ERR_REPLAY_MISS)
+        record(error=answer.error_type, extra=answer.attributes)
+        raise ProxyError(answer.status, answer.error, reason=answer.error_type)
     response = httpx.Response(answer.status, headers=answer.headers)
     await send_whole(send, response, answer.body)
     record(response, answer.body, len(answer.body), extra=answer.attributes)

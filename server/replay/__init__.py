@@ -8,7 +8,13 @@ path's view), `RunReplay` (one run's index). See docs/replay.md.
 from __future__ import annotations
 
 from tracecard.server.replay.environment import TrialEnvironment
-from tracecard.server.replay.feature import PreparedReplay, check_replay, install, start_replay
+from tracecard.server.replay.feature import (
+    PreparedReplay,
+    check_replay,
+    install,
+    start_faults,
+    start_replay,
+)
 from tracecard.server.replay.index import RunReplay
 from tracecard.server.replay.plan import ReplayPlan, UpstreamReplay
 
@@ -20,5 +26,6 @@ __all__ = [
     "UpstreamReplay",
     "check_replay",
     "install",
+    "start_faults",
     "start_replay",
 ]

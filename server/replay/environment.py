@@ -1,8 +1,8 @@
-"""The trial environment on the hot path: which runs replay (and, later, which get faults).
+"""The trial environment on the hot path: which runs replay, which get faults.
 
 One object on `runtime.hooks.environment`; the proxy, the plain HTTP proxy and the stdio bridge
-each ask it one question per request, answered from memory (indexes built at experiment
-creation, `prepare`). A run's entry is dropped when the run finishes.
+each ask it one question per request, answered from memory (replay indexes and fault states are
+made at experiment creation). A run's entries are dropped when the run finishes.
 """
 
 from __future__ import annotations
@@ -10,6 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tracecard.server.asgi import Send
+from tracecard.server.faults.http import fault_http
+from tracecard.server.faults.mcp import fault_post
+from tracecard.server.faults.plan import RunFaults
+from tracecard.server.faults.stdio import FaultedProcess
 from tracecard.server.recording.recorder import Exchange, Recorder
 from tracecard.server.replay.http import HttpAnswer, replay_http
 from tracecard.server.replay.index import RunReplay
@@ -24,16 +28,21 @@ if TYPE_CHECKING:
 
 
 class TrialEnvironment:
-    """Replay indexes by run id, consulted by the proxy and the stdio bridge."""
+    """Replay indexes and fault states by run id, consulted by the proxy and the stdio bridge."""
 
     def __init__(self) -> None:
         self.replays: dict[str, RunReplay] = {}
+        self.faults: dict[str, RunFaults] = {}
+        self.annotations: dict[str, dict[str, dict[str, Any]]] = {}  # faulted stdio listings
 
     def add(self, replays: dict[str, RunReplay]) -> None:
         self.replays.update(replays)
 
-    def finished(self, run_id: str) -> RunReplay | None:
-        return self.replays.pop(run_id, None)
+    def add_faults(self, faults: dict[str, RunFaults]) -> None:
+        self.faults.update(faults)
+
+    def finished(self, run_id: str) -> tuple[RunReplay | None, RunFaults | None]:
+        return self.replays.pop(run_id, None), self.faults.pop(run_id, None)
 
     async def mcp_post(
         self,
@@ -44,8 +53,12 @@ class TrialEnvironment:
         headers: RequestHeaders,
         batch: bool,
     ) -> bool:
-        """True when the POST was answered here (replayed); False: forward it."""
-        replay = self.replays.get(calls.exchange.run.id)
+        """True when the POST was answered here (replayed, faulted); False: forward it."""
+        run_id = calls.exchange.run.id
+        faults = self.faults.get(run_id)
+        if faults is not None and await fault_post(faults, state, calls, send, started, headers):
+            return True
+        replay = self.replays.get(run_id)
         if replay is None:
             return False
         return await replay_post(replay, state, calls, send, started, headers, batch)
@@ -58,7 +71,7 @@ class TrialEnvironment:
         await replay_other(send, method)
         return True
 
-    def http(
+    async def http(
         self,
         run_id: str,
         recorder: Recorder,
@@ -66,20 +79,34 @@ class TrialEnvironment:
         role: str,
         request: tuple[str, str, str, bytes],  # method, path, query, body
     ) -> HttpAnswer | None:
-        """The plain HTTP call's recorded answer (or miss); None: forward it as usual."""
+        """The plain HTTP call's fault or recorded answer (or miss); None: forward it as usual."""
+        method, path, query, body = request
+        faults = self.faults.get(run_id)
+        if faults is not None:
+            tool = f"{method.upper()} /{path}"
+            faulted = await fault_http(faults, upstream, role, tool)
+            if faulted is not None:
+                return faulted
         replay = self.replays.get(run_id)
         if replay is None:
             return None
-        method, path, query, body = request
         return replay_http(replay, recorder, upstream, role, method, path, query, body)
 
     async def stdio_process(
         self, upstream: str, exchange: Exchange, recorder: Recorder, pool: StdioUpstreams
     ) -> Any:
-        """A stand-in for the run's stdio process (None: start the real one)."""
-        replay = self.replays.get(exchange.run.id)
+        """A stand-in for the run's stdio process (None: start the real one): its replay, or
+        the real process behind the run's fault rules."""
+        run_id = exchange.run.id
+        replay = self.replays.get(run_id)
         index = replay.upstreams.get(upstream) if replay is not None else None
-        if replay is None or index is None:
-            return None
-        capabilities = pool.slot(upstream, exchange.run).client_capabilities
-        return ReplayedProcess(upstream, replay, index, recorder, pool, capabilities)
+        process: Any = None
+        if replay is not None and index is not None:
+            capabilities = pool.slot(upstream, exchange.run).client_capabilities
+            process = ReplayedProcess(upstream, replay, index, recorder, pool, capabilities)
+        faults = self.faults.get(run_id)
+        if faults is None:
+            return process
+        if process is None:
+            process = await pool.process_for(upstream, exchange)
+        return FaultedProcess(process, faults, upstream, recorder, self.annotations)

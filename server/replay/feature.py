@@ -8,6 +8,8 @@ from typing import Any
 
 import anyio.to_thread
 
+from tracecard.scorers.environment import fault_outcomes
+from tracecard.server.faults.plan import FaultPlan, run_faults
 from tracecard.server.replay.environment import TrialEnvironment
 from tracecard.server.replay.plan import ReplayPlan
 from tracecard.server.replay.source import build_indexes, check_plan
@@ -28,9 +30,16 @@ def install(runtime: Runtime) -> TrialEnvironment:
     environment = TrialEnvironment()
     runtime.hooks.environment = environment
 
-    async def report(_runtime: Runtime, run: RunRow) -> dict[str, Any] | None:
-        replay = environment.finished(run.id)
-        return None if replay is None else {"replay": replay.summary()}
+    async def report(runtime: Runtime, run: RunRow) -> dict[str, Any] | None:
+        replay, faults = environment.finished(run.id)
+        found: dict[str, Any] = {}
+        if replay is not None:
+            found["replay"] = replay.summary()
+        if faults is not None:  # each faulted call, and whether the run recovered from it
+            await runtime.flush()
+            spans = await anyio.to_thread.run_sync(runtime.store.spans_for_run, run.id)
+            found["faults"] = fault_outcomes(spans)
+        return found or None
 
     runtime.hooks.on_finish.append(report)
     return environment
@@ -55,3 +64,10 @@ async def start_replay(runtime: Runtime, prepared: PreparedReplay, runs: Sequenc
         build_indexes, runtime.store, runtime.settings, prepared.plan, runs, prepared.sources
     )
     environment.add(built)
+
+
+def start_faults(runtime: Runtime, plan: FaultPlan, runs: Sequence[RunRow]) -> None:
+    """Each new run's fault state (its seed from the plan's, its task and its trial)."""
+    environment = runtime.hooks.environment
+    if environment is not None:
+        environment.add_faults({r.id: run_faults(plan, r.task_id or "", r.trial) for r in runs})

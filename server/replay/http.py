@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,8 @@ class HttpAnswer:
     headers: list[tuple[str, str]] = field(default_factory=list)
     body: bytes = b""
     error: str | None = None
+    error_type: str = semconv.ERR_REPLAY_MISS
+    transform: Callable[[bytes], bytes] | None = None  # forwarded: the body changed (a fault)
 
 
 def _arguments(recorder: Recorder, upstream: str, body: bytes) -> Any:

@@ -1,0 +1,39 @@
+"""A fault plan checked against the server before any run exists: every rule must name a
+configured upstream, and a tool (not a glob) that one of them lists."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from tracecard.server.evaluation.tool_lists import list_upstream_tools
+from tracecard.server.faults.plan import FaultPlan
+from tracecard.server.runs.service import RunError
+from tracecard.server.runtime import Runtime
+from tracecard.server.settings import MODEL_KINDS
+
+
+async def check_faults(runtime: Runtime, plan: FaultPlan) -> None:
+    """A one-line `RunError` (422) naming the first rule that names nothing there is."""
+    upstreams = runtime.settings.upstreams
+    configured = sorted(n for n, u in upstreams.items() if u.kind not in MODEL_KINDS)
+    for rule in plan.rules:
+        matched = [n for n in configured if fnmatch.fnmatchcase(n, rule.upstream)]
+        if not matched:
+            raise RunError(
+                f"fault rule {rule.id!r}: no upstream matches {rule.upstream!r} "
+                f"(configured: {', '.join(configured) or 'none'})",
+                422,
+            )
+        if any(c in rule.tool for c in "*?["):
+            continue
+        mcp = [n for n in matched if upstreams[n].kind == "mcp"]
+        if not mcp:
+            continue
+        listings = await list_upstream_tools(runtime.settings, mcp, runtime.tool_lists)
+        known = sorted({t for names in listings.names().values() if names for t in names})
+        if known and rule.tool not in known:
+            raise RunError(
+                f"fault rule {rule.id!r}: no tool {rule.tool!r} on {', '.join(mcp)} "
+                f"(tools: {', '.join(known)})",
+                422,
+            )
