@@ -106,10 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     # Each command module adds its subcommands; imported here so `--help` lists them all.
     from tracecard.server.audit import cli as audit
     from tracecard.server.bfcl import cli as bfcl
-    from tracecard.server.cli import demo, run, suites, wrap
+    from tracecard.server.cli import cassette, demo, run, suites, wrap
 
     for module in (suites, run, wrap, demo, bfcl, audit):
         module.register(sub)
+    cassette.register(sub)  # under `tracecard import`, which bfcl adds
     for child in _subparsers(parser):
         add_common_flags(child)
     return parser

@@ -25,6 +25,7 @@ from tracecard.scorers import (
 )
 from tracecard.server.api.evaluation import comparison_view, with_drift
 from tracecard.server.audit.trials import trials_line, with_trials_needed
+from tracecard.server.cli import cassette
 from tracecard.server.cli import gate as gate_cli
 from tracecard.server.cli.common import (
     EXIT_FAILED,
@@ -180,6 +181,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.format == "cassette":  # the recordings, for replay elsewhere (docs/replay.md)
+        return cassette.export_command(args)
     settings = settings_from_args(args, db=getattr(args, "db", None))
     with existing_store(settings) as store:
         card = scorecard_for(store, resolve_experiment(store, args.experiment))
@@ -271,9 +274,10 @@ def register(sub: Any) -> None:
     )
     export.add_argument(
         "--format",
-        choices=sorted(WRITERS),
+        choices=sorted([*WRITERS, "cassette"]),
         default="md",
-        help="md (default), json, csv or junit (xml: the old name of junit)",
+        help="md (default), json, csv or junit (xml: the old name of junit); cassette: "
+        "the recordings, for replay elsewhere (docs/replay.md)",
     )
     export.add_argument(
         "--base-url",

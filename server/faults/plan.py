@@ -34,6 +34,7 @@ LIST_KINDS = frozenset({"drop_tool", "schema_change"})
 # Kinds that need the upstream's real answer (they change it); the others replace it.
 ANSWER_KINDS = frozenset({"truncate", "corrupt"}) | LIST_KINDS
 _MASK = (1 << 64) - 1
+_NAMES_CACHED = 4096  # (upstream, tool) pairs whose matching rules a run remembers
 
 
 class FaultRule(BaseModel):
@@ -135,28 +136,43 @@ class RunFaults:
     rules: list[_Compiled]
     started: float | None = None  # monotonic time of the run's first checked call
     injected: list[dict[str, Any]] = field(default_factory=list)  # what was injected, in order
+    # the rules that match a (upstream, tool, for_list): globs are matched once per name
+    _matching: dict[tuple[str, str, bool], list[_Compiled]] = field(default_factory=dict)
+
+    def _rules_for(self, upstream: str, tool: str, for_list: bool) -> list[_Compiled]:
+        return [
+            c
+            for c in self.rules
+            if (c.rule.kind in LIST_KINDS) == for_list
+            and _matches(c.upstream, upstream)
+            and (for_list or _matches(c.tool, tool))
+        ]
 
     def check(self, upstream: str, tool: str, for_list: bool = False) -> FaultRule | None:
         """The rule that fires on this call, if any (counts the call for every matching rule).
 
         `for_list`: the call is a `tools/list` (only `drop_tool` / `schema_change` rules, whose
         `tool` glob names the tools changed in the answer, apply to it)."""
-        now = time.monotonic()
+        key = (upstream, tool, for_list)
+        matching = self._matching.get(key)
+        if matching is None:
+            matching = self._rules_for(upstream, tool, for_list)
+            if len(self._matching) < _NAMES_CACHED:  # plain HTTP paths may be unbounded
+                self._matching[key] = matching
         if self.started is None:
-            self.started = now
+            self.started = time.monotonic()
         fired: FaultRule | None = None
-        for compiled in self.rules:
-            rule = compiled.rule
-            if (rule.kind in LIST_KINDS) != for_list or not _matches(compiled.upstream, upstream):
-                continue
-            if not for_list and not _matches(compiled.tool, tool):
-                continue
+        for compiled in matching:
             compiled.seen += 1
             if fired is not None:
                 continue
+            rule = compiled.rule
             if rule.nth is not None and compiled.seen != rule.nth:
                 continue
-            if rule.after_ms is not None and (now - self.started) * 1000 < rule.after_ms:
+            if (
+                rule.after_ms is not None
+                and (time.monotonic() - self.started) * 1000 < rule.after_ms
+            ):
                 continue
             if compiled.threshold <= _MASK:
                 draw = _mix(self.seed ^ compiled.salt ^ (compiled.seen * 0x2545F4914F6CDD1D))

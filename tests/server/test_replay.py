@@ -42,6 +42,7 @@ class World:
         self.starts = starts  # one line per stdio helpdesk process started
         self.suite = ""
         self.source = ""
+        self.db = Path()
 
     def requests(self) -> int:
         return self.helpdesk.requests + self.kb.requests
@@ -70,7 +71,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 }
             )
             with running_tracecard(settings) as server:
-                yield World(server, helpdesk, kb, starts)
+                world = World(server, helpdesk, kb, starts)
+                world.db = folder / "tracecard.db"
+                yield world
 
 
 async def _run_all(
@@ -315,3 +318,62 @@ def test_tracecard_run_refuses_a_bad_source_before_any_agent_starts(
     assert result.returncode != 0 and not marker.exists()
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and "no experiment 'no-such-experiment'" in errors[0], result.stderr
+
+
+def _tracecard(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [str(Path(sys.executable).parent / "tracecard"), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+async def test_a_cassette_replays_on_a_fresh_database_with_no_tool_servers(
+    world: World, tmp_path: Path
+) -> None:
+    cassette = tmp_path / "run.tccas"
+    exported = _tracecard(
+        "export",
+        "--experiment",
+        world.source,
+        "--format",
+        "cassette",
+        "-o",
+        str(cassette),
+        "--db",
+        str(world.db),
+    )
+    assert exported.returncode == 0, exported.stderr
+    fresh = tmp_path / "fresh.db"
+    imported = _tracecard("import", "cassette", str(cassette), "--db", str(fresh))
+    assert imported.returncode == 0 and world.source in imported.stdout, imported.stderr
+    nowhere = "http://127.0.0.1:9"  # no tool server anywhere: every answer is the cassette's
+    settings = Settings.model_validate(
+        {
+            "db": f"sqlite:///{fresh}",
+            "sandbox_root": str(tmp_path / "sandboxes"),
+            "upstreams": {
+                "helpdesk": {"url": f"{nowhere}/mcp"},
+                "kb": {"url": nowhere, "kind": "http"},
+            },
+            "recording": {"batch_delay_ms": 20},
+        }
+    )
+    with running_tracecard(settings) as server:
+        async with AsyncTracecardClient(server.url) as client:
+            experiment = await client.create_experiment(
+                world.suite, {"name": "from-cassette"}, 3, replay={"source": world.source}
+            )
+            for run in experiment.runs:
+                handle = {"task_id": run.task_id, "instruction": run.instruction, "urls": run.urls}
+                answer, status = await run_agent(handle)
+                await client.finish_run(run.id, final_answer=answer, status=status)
+        with TracecardClient(server.url) as client:
+            replayed, source = _scores(client, experiment.id), _scores(client, world.source)
+    assert replayed == source and len(replayed) == 6
+
+
+def test_an_unknown_cassette_version_is_a_one_line_error(tmp_path: Path) -> None:
+    cassette = tmp_path / "future.tccas"
+    cassette.write_text('{"format": "tracecard-cassette", "version": 99}\n')
+    result = _tracecard("import", "cassette", str(cassette), "--db", str(tmp_path / "x.db"))
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode != 0 and len(errors) == 1, result.stderr
+    assert "cassette version 99; this tracecard reads version 1" in errors[0]
