@@ -37,6 +37,8 @@ def _audit(args: argparse.Namespace) -> int:
     from tracecard.server.audit.runner import collect_runs, run_baselines
     from tracecard.server.cli.run import connect, interrupt_on_sigterm, orchestrate
 
+    if args.history:
+        return _history(args)
     agents = _agents(args.agents)
     if args.trials < 1 or args.concurrency < 1 or args.timeout <= 0:
         raise UsageError("--trials and --concurrency must be at least 1, --timeout positive")
@@ -117,6 +119,30 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _history(args: argparse.Namespace) -> int:
+    """`--history`: task health across the stored experiments of the suite's version."""
+    from tracecard.scorers.suite import suite_version
+    from tracecard.server.audit.history import history_document, history_table
+    from tracecard.server.cli.common import existing_store, settings_from_args
+
+    try:
+        suite = load_suite(args.suite)
+    except SuiteError as exc:
+        raise RunError(str(exc)) from exc
+    settings = settings_from_args(args, db=args.db)
+    with existing_store(settings) as store:
+        document = history_document(store, suite.name, suite_version(suite), args.component)
+    if args.json:
+        print_json(document)
+        return 0
+    console = Console(soft_wrap=True)
+    if not document["experiments"]:
+        console.print(f"no experiments of suite {suite.name} (this version) in the database")
+        return 0
+    console.print(history_table(document))
+    return 0
+
+
 def register(sub: Any) -> None:
     """Add `tracecard audit`."""
     audit = sub.add_parser(
@@ -161,5 +187,15 @@ def register(sub: Any) -> None:
         choices=("defects", "never"),
         default="never",
         help="exit 1 when any task is flagged (defects), for CI (default never)",
+    )
+    audit.add_argument(
+        "--history",
+        action="store_true",
+        help="run nothing: task health across the experiments stored for this suite version",
+    )
+    audit.add_argument(
+        "--component",
+        default="outcome",
+        help="with --history: the component judged (default outcome)",
     )
     audit.set_defaults(handler=_audit)

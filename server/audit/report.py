@@ -90,7 +90,7 @@ def audit_table(document: dict[str, Any]) -> Table:
         title_justify="left",
     )
     table.add_column("task", overflow="fold", max_width=28)
-    table.add_column("defect", overflow="fold", max_width=16)
+    table.add_column("defect", no_wrap=True)
     table.add_column("why, and a run that shows it", overflow="fold", ratio=1)
     for task in document["tasks"]:
         for finding in task["findings"]:

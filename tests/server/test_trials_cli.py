@@ -1,5 +1,6 @@
 """`tracecard compare` says, under an undecided verdict, what more trials would (or would not)
-do: the trials estimate of docs/scorecards.md, in the table output and in `--json`."""
+do: the trials estimate of docs/scorecards.md, in the table output and in `--json`; and
+`tracecard audit --history` judges tasks across the stored experiments."""
 
 from __future__ import annotations
 
@@ -33,3 +34,31 @@ async def test_an_undecided_compare_says_what_more_trials_would_do(
     needed = orjson.loads(capsys.readouterr().out)["trials_needed"]
     assert needed["tasks"] == 2 and needed["trials_now"] == 2
     assert needed["trials_needed"] is None and needed["effect"] == -1.0
+
+
+async def test_audit_history_flags_a_task_every_configuration_passes(
+    app_settings: Settings,
+    tmp_path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.server.test_evaluation_api import SUITE
+
+    monkeypatch.setenv("COLUMNS", "200")  # the table's text unfolded
+
+    await _scored_experiment(app_settings, "good", right=True)
+    await _scored_experiment(app_settings, "poor", right=False)
+    suite = tmp_path / "notes.toml"
+    suite.write_text(SUITE, encoding="utf-8")
+    argv = ["audit", str(suite), "--history", "--db", app_settings.db]
+    assert main([*argv, "--component", "invocation", "--json"]) == 0
+    document = orjson.loads(capsys.readouterr().out)
+    assert [e["config"] for e in document["experiments"]] == ["poor", "good"]
+    health = {t["task_id"]: (t["kind"], t["rates"]) for t in document["tasks"]}
+    # neither configuration calls a tool on no-tools: it cannot tell them apart
+    assert health["no-tools"] == ("passed_by_all", {"poor": 1.0, "good": 1.0})
+    assert health["echo-hello"] == (None, {"poor": 0.0, "good": 1.0})
+    assert main([*argv, "--component", "invocation"]) == 0
+    printed = capsys.readouterr().out
+    assert "1 of 2 tasks flagged across 2 experiments" in printed
+    assert "passed by every configuration" in printed
