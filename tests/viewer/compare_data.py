@@ -119,6 +119,12 @@ ALL_SCRIPTS = {**SCRIPTS, **EXPORT_SCRIPTS}
 POLLS = 14  # get_status calls of a good export trial
 
 PLANS: dict[str, dict[str, list[str]]] = {
+    "first-try": {  # an older, smaller experiment: the chart over experiments has three bars
+        "export-report": ["export.gave_up", "export.good"],
+        "refund-order": ["refund.good", "refund.good"],
+        "list-files": ["files.bad", "files.bad"],
+        "weather": ["weather.good", "weather.good"],
+    },
     "baseline": {
         "export-report": ["export.good"] * 5,
         "refund-order": ["refund.good"] * 5,
@@ -171,11 +177,12 @@ def build_ops(store: Any) -> Ops:
     _, suite = store_suite(store, SUITE, "toml", "ops.toml")
     now = datetime.now(UTC).replace(microsecond=0)
     scored: list[RunRow] = []
-    for days, (name, plan) in zip((3, 1), PLANS.items(), strict=True):
+    for days, (name, plan) in zip((10, 3, 1), PLANS.items(), strict=True):
         started = now - timedelta(days=days)
         experiment = ExperimentRow(
             id=secrets.token_hex(8), suite_name="ops", suite_version=suite.version,
-            config_name=name, config={"model": "gpt-4.1"}, trials=5, created_at=started,
+            config_name=name, config={"model": "gpt-4.1"}, trials=len(plan["weather"]),
+            created_at=started,
         )  # fmt: skip
         store.add_all([experiment])
         ops.experiments[name] = experiment.id

@@ -160,11 +160,19 @@ def test_compare_two_experiments(served: Served, watched: Watched) -> None:
     assert page.locator(".verdict-box h2").inner_text() == "undecided"  # 4 tasks: too few
     assert page.locator("table.components tfoot td strong").count() == 5
     # the chart: the outcome pass_rate of every task, one bar per side per task
-    chart = page.locator("figure.chart svg")
+    chart = page.locator("figure.chart svg").first
     assert chart.locator("rect.bar").count() == 8
     assert chart.locator("rect.side-a").count() == 4 and chart.locator("rect.side-b").count() == 4
     widths = chart.locator("rect.side-b").evaluate_all("rs => rs.map(r => r.getAttribute('width'))")
     assert widths[0] == "216.0"  # export-report: B 60% of 360 px, drawn first as in the table
+    # over experiments: the outcome pass_rate of the three on this suite version, oldest first
+    # (first-try: export 1/2, refund 2/2, files 0/2, weather 2/2 -> 62.5%)
+    history = page.locator("figure.chart").nth(1)
+    labels = history.locator("text.label").all_text_contents()
+    assert [label.split(" ")[0] for label in labels] == ["first-try", "baseline", "candidate"]
+    assert labels[1].endswith("(A)") and labels[2].endswith("(B)")
+    titles = history.locator("rect.bar title").all_text_contents()
+    assert [t.rsplit(" ", 1)[1] for t in titles] == ["62%", "85%", "90%"]
     _shot(watched, served, "compare-experiments")
     # comparing an experiment with itself is refused in words
     page.goto(f"{served.url}/compare/experiments?a={candidate}&b={candidate}")

@@ -17,7 +17,7 @@ from tracecard.traces.store import Store
 from tracecard.traces.trial_calls import first_agent_calls
 from tracecard.traces.verdicts import verdicts_for_runs
 from tracecard.viewer.align import ALIGN_CAP
-from tracecard.viewer.charts import Series, rate_bars
+from tracecard.viewer.compare_charts import history_chart, per_task_chart
 from tracecard.viewer.compare_rows import aligned_rows
 from tracecard.viewer.compare_runs import compare_runs
 from tracecard.viewer.experiment_compare import compare_all
@@ -98,24 +98,9 @@ def _compare_experiments_html(store: Store, a: str | None, b: str | None, compon
         else:
             context["comparison"] = view.headline
             context["view"] = view
-            column = view.components.index(component)
-            cells = [t.cells[column] for t in view.tasks]
-            context["chart"] = rate_bars(
-                f"{component} pass_rate per task, A and B",
-                [t.task_id for t in view.tasks],
-                [
-                    Series(
-                        f"A {side_a.config_name}",
-                        "side-a",
-                        [None if c is None else c.a for c in cells],
-                    ),
-                    Series(
-                        f"B {side_b.config_name}",
-                        "side-b",
-                        [None if c is None else c.b for c in cells],
-                    ),
-                ],
-            )
+            context["chart"] = per_task_chart(view, side_a, side_b)
+            cards = {side_a.id: card_a, side_b.id: card_b}  # A first, then B
+            context["history"] = history_chart(store, experiments, cards, component)
     return render_html("compare_experiments.html", **context)
 
 
