@@ -22,6 +22,7 @@ from tracecard.server.proxy import ProxyRouter, proxy_lifespan
 from tracecard.server.recording.ingest import ingest_traces, issue_wrap_credential
 from tracecard.server.recording.ingest import install as install_otlp_ingest
 from tracecard.server.replay import install as install_replay
+from tracecard.server.replay import replay_lifespan
 from tracecard.server.runs.adhoc import adhoc_lifespan
 from tracecard.server.runtime import Runtime, open_runtime
 from tracecard.server.security import SecurityGuard
@@ -81,6 +82,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
             install_otlp_ingest(runtime)
             install_replay(runtime)  # after evaluation: its finish report follows the probes
             await stack.enter_async_context(evaluation_lifespan(runtime))
+            await stack.enter_async_context(replay_lifespan(runtime))  # open runs' indexes
             await stack.enter_async_context(proxy_lifespan(runtime))
             await stack.enter_async_context(stdio_lifespan(runtime))
             # last in, first out: live ad-hoc runs end (reason `shutdown`) before the bridge,

@@ -12,6 +12,7 @@ from tracecard.server.replay.feature import (
     PreparedReplay,
     check_replay,
     install,
+    replay_lifespan,
     start_faults,
     start_replay,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "UpstreamReplay",
     "check_replay",
     "install",
+    "replay_lifespan",
     "start_faults",
     "start_replay",
 ]

@@ -377,3 +377,20 @@ def test_an_unknown_cassette_version_is_a_one_line_error(tmp_path: Path) -> None
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode != 0 and len(errors) == 1, result.stderr
     assert "cassette version 99; this tracecard reads version 1" in errors[0]
+
+
+async def test_a_restarted_server_keeps_replaying_the_open_runs(world: World) -> None:
+    """Runs created by one process and served by another (a restart, or a second replica)
+    replay all the same: the index is rebuilt at startup, never left to go live."""
+    with TracecardClient(world.server.url) as client:
+        experiment = client.create_experiment(
+            world.suite, {"name": "restart"}, 1, {"source": world.source}
+        )
+    run = next(r for r in experiment.runs if r.task_id == "count")
+    before = world.helpdesk.requests
+    with running_tracecard(world.server.settings) as other:
+        async with Client(f"{other.url}/runs/{run.id}/mcp/helpdesk") as mcp:
+            args = {"status": "open", "priority": "urgent"}
+            result = await mcp.call_tool("list_tickets", args)
+    assert world.helpdesk.requests == before
+    assert not result.is_error and "T-" in result.content[0].text
