@@ -113,6 +113,9 @@ def test_compare_five_trials_with_repeats(served: Served, watched: Watched) -> N
         "failed at efficiency",
         "failed at invocation",
     ]
+    assert page.locator("tr.verdicts td").nth(2).locator(".small.muted").first.inner_text() == (
+        "$.structuredContent.downloaded: expected eq true, observed false"
+    )
     people = page.locator("tr.verdicts td").nth(2).locator(".people .chip").all_inner_texts()
     assert people == ["ada: outcome right", "bo: completion wrong"]
     _shot(watched, served, "compare-trials-repeats")
