@@ -2,13 +2,18 @@
 perturbations of every supported category.
 
     .venv/bin/python bench/bfcl_agreement.py [--per-category 8] [--seeds 1] [--json out.json]
+        [--category NAME...] [--from-json a.json b.json]
 
-For each selected entry: its ground truth and each perturbation that applies (dropped call,
-changed argument, reordered, duplicated, a call a turn late, a call in a turn that needs none, a
-wrong function), judged by BFCL (its AST checker, its multi-turn checker with the state and
-response checks, and its multi-turn irrelevance checker) and by tracecard (the scorers on the
-trace the proxy records; `tracecard.server.bfcl.agreement`). Prints the table for
-docs/benchmarks/bfcl.md and every disagreement. Bounded: about a minute for the default.
+For each selected entry: its ground truth and each perturbation and surface variation that
+applies (`trajectories.PERTURBATIONS`: dropped call, changed argument, reordered, duplicated, a
+call a turn late or early, a call in a turn that needs none, a wrong function, an extra
+read-only call, and the argument variations of `variations.py`: case, punctuation, whitespace,
+numerals, booleans as strings, reordered keys, optional arguments...), judged by BFCL (its AST
+checker, its multi-turn checker with the state and response checks, and its multi-turn
+irrelevance checker) and by tracecard (the scorers on the trace the proxy records;
+`tracecard.server.bfcl.agreement`). Prints the tables for docs/benchmarks/bfcl.md (by category,
+by kind, by branch of BFCL's checkers and direction, disagreements by class) and every
+disagreement. Bounded: about a minute for the default.
 """
 
 from __future__ import annotations
@@ -35,9 +40,9 @@ from tracecard.server.bfcl.importer import import_suite  # noqa: E402
 from tracecard.server.bfcl.trajectories import PERTURBATIONS, ground_truth, perturb  # noqa: E402
 
 
-def measure(per_category: int, seeds: int) -> dict[str, Any]:
+def measure(per_category: int, seeds: int, categories: list[str]) -> dict[str, Any]:
     started = time.perf_counter()
-    suite = import_suite(list(MULTI_TURN + SINGLE_TURN), limit=per_category, name="bfcl-agree")
+    suite = import_suite(categories, limit=per_category, name="bfcl-agree")
     rows: list[dict[str, Any]] = []
     for task in suite.tasks:
         truth = ground_truth(task.id)
@@ -93,25 +98,29 @@ def table(rows: list[dict[str, Any]], key: str) -> list[str]:
 
 def branch_table(rows: list[dict[str, Any]]) -> list[str]:
     """Per branch of BFCL's checkers: trajectories that exercised it, accepted and rejected by
-    BFCL, and how many of those tracecard judged the same."""
+    BFCL, how many of those tracecard judged the same, and the variations most often behind
+    each direction (ground truth aside)."""
     lines = [
-        "| branch | BFCL accepts | same | BFCL rejects | same | by (variations) |",
-        "|---|---|---|---|---|---|",
+        "| branch | BFCL accepts | same | BFCL rejects | same | accepted after | rejected after |",
+        "|---|---|---|---|---|---|---|",
     ]
     for branch in BRANCHES:
         counts = {True: [0, 0], False: [0, 0]}
-        kinds: collections.Counter[str] = collections.Counter()
+        kinds: dict[bool, collections.Counter[str]] = {
+            True: collections.Counter(),
+            False: collections.Counter(),
+        }
         for row in rows:
             for name, accepted in row["branches"]:
                 if name == branch:
                     counts[accepted][0] += 1
                     counts[accepted][1] += row["tracecard"] == row["bfcl"]
                     if row["kind"] != "ground_truth":
-                        kinds[row["kind"]] += 1
-        top = ", ".join(k for k, _ in kinds.most_common(4))
+                        kinds[accepted][row["kind"]] += 1
+        top = {way: ", ".join(k for k, _ in kinds[way].most_common(3)) for way in (True, False)}
         lines.append(
             f"| `{branch}` | {counts[True][0]} | {counts[True][1]} | {counts[False][0]} | "
-            f"{counts[False][1]} | {top} |"
+            f"{counts[False][1]} | {top[True]} | {top[False]} |"
         )
     return lines
 
@@ -128,8 +137,19 @@ def main() -> int:
     parser.add_argument("--per-category", type=int, default=8)
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--json", default=None, help="also write every row here")
+    parser.add_argument("--category", nargs="+", default=list(MULTI_TURN + SINGLE_TURN))
+    parser.add_argument(
+        "--from-json", nargs="+", default=None, help="print the tables of earlier --json files"
+    )
     args = parser.parse_args()
-    result = measure(args.per_category, args.seeds)
+    if args.from_json:  # e.g. several processes' measurements, one category set each
+        parts = [json.loads(Path(name).read_text()) for name in args.from_json]
+        result = {
+            "rows": [row for part in parts for row in part["rows"]],
+            "seconds": round(sum(part["seconds"] for part in parts), 1),
+        }
+    else:
+        result = measure(args.per_category, args.seeds, args.category)
     rows = result["rows"]
     print("\n".join(table(rows, "category")))
     print()
