@@ -24,7 +24,7 @@ from tracecard.traces.models import RunRow, ScoreRow, SpanRow
 from tracecard.traces.search import matching
 from tracecard.traces.store import Store
 
-__all__ = ["SORTS", "VERDICT_FILTERS", "RunList", "RunQuery", "find_runs"]
+__all__ = ["COUNT_CAP", "SORTS", "VERDICT_FILTERS", "RunList", "RunQuery", "find_runs"]
 
 SORTS: Final = ("created", "duration", "calls", "errors", "tokens")
 _SORT_COLUMNS: Final = {
@@ -38,6 +38,9 @@ _SORT_COLUMNS: Final = {
 VERDICT_FILTERS: Final = ("passed", "failed", "not_evaluated", "errored")
 _LIVE: Final = ("pending", "running")
 PAGE_MAX: Final = 500
+# Matching runs are counted up to this many: past it the list says "more than 10,000", so a
+# broad filter over a million runs does not scan them all to say how many there are.
+COUNT_CAP: Final = 10_000
 
 
 @dataclass(frozen=True)
@@ -71,11 +74,16 @@ class RunQuery:
 
 @dataclass(frozen=True)
 class RunList:
-    """One page of runs, the cursor of the next page (None on the last), and how many match."""
+    """One page of runs, the cursor of the next page (None on the last), and how many match
+    (at most COUNT_CAP + 1: `more` says the count stopped there)."""
 
     runs: list[RunRow]
     next_cursor: str | None
     total: int
+
+    @property
+    def more(self) -> bool:
+        return self.total > COUNT_CAP
 
 
 def _utc(moment: datetime) -> datetime:
@@ -186,7 +194,8 @@ def find_runs(
             page.append(or_(column > value, and_(column == value, runs.id > run_id)))
     order = (column.desc(), runs.id.desc()) if query.descending else (column.asc(), runs.id.asc())
     listing = select(RunRow).where(*page).order_by(*order).limit(limit + 1)
-    counting = select(func.count()).select_from(RunRow).where(*where)
+    capped = select(runs.id).where(*where).limit(COUNT_CAP + 1).subquery()
+    counting = select(func.count()).select_from(capped)
     with store.session() as session:
         rows = list(session.scalars(listing))
         total = int(session.execute(counting).scalar_one())

@@ -175,3 +175,15 @@ def test_an_idle_stateless_run_ends_and_the_next_call_opens_another(
         assert second.id != first.id and second.adhoc_key == first.adhoc_key
 
 
+
+
+def test_a_run_created_with_a_config_name_is_titled_by_it(tracecard: RunningServer) -> None:
+    import httpx
+
+    from tests.support.proxy import new_run
+
+    run = new_run(tracecard.url, config={"name": "nightly-agent"})
+    page = httpx.get(f"{tracecard.url}/runs/{run['id']}", timeout=10).text
+    assert "<h1>nightly-agent " in page and "ad-hoc run" not in page
+    listed = httpx.get(f"{tracecard.url}/runs", timeout=10).text
+    assert f'<a href="/runs/{run["id"]}">nightly-agent</a>' in listed

@@ -140,6 +140,7 @@ def _runs_html(store: Store, params: dict[str, str], fragment: bool) -> str:
     context = {
         "lines": run_lines(store, listing.runs),
         "total": listing.total,
+        "more": listing.more,
         "filters": shown,
         "query": query,
         "sort_url": sort_url,
