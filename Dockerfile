@@ -24,6 +24,7 @@ COPY viewer ./viewer
 COPY traces ./traces
 COPY examples ./examples
 COPY --from=node /build/node_modules/htmx.org ./node_modules/htmx.org
+COPY --from=node /build/node_modules/idiomorph ./node_modules/idiomorph
 COPY --from=node /build/node_modules/swagger-ui-dist ./node_modules/swagger-ui-dist
 RUN python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 

@@ -18,6 +18,7 @@ HERE = Path(__file__).resolve().parent
 # name under static/vendor/ -> its file in node_modules (the viewer's `assets.VENDOR_FILES`)
 VENDOR_FILES = {
     "htmx.min.js": "htmx.org/dist/htmx.min.js",
+    "idiomorph-ext.min.js": "idiomorph/dist/idiomorph-ext.min.js",  # live trace refresh (morph)
     "swagger-ui-bundle.js": "swagger-ui-dist/swagger-ui-bundle.js",
     "swagger-ui.css": "swagger-ui-dist/swagger-ui.css",
 }

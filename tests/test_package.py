@@ -100,6 +100,9 @@ def test_wheel_holds_one_namespace_htmx_and_the_examples(wheel: Path) -> None:
         for name in ("swagger-ui-bundle.js", "swagger-ui.css"):
             shipped = archive.read(f"tracecard/viewer/static/vendor/{name}")
             assert shipped == (ROOT / "node_modules" / "swagger-ui-dist" / name).read_bytes()
+        # the trace page's live refresh morphs with htmx's idiomorph extension
+        morph = archive.read("tracecard/viewer/static/vendor/idiomorph-ext.min.js")
+        assert morph == (ROOT / "node_modules/idiomorph/dist/idiomorph-ext.min.js").read_bytes()
     outside = [n for n in names if not n.startswith(("tracecard/", "tracecard-"))]
     assert outside == []
     assert htmx == HTMX.read_bytes()

@@ -18,6 +18,7 @@ HTMX_URL: Final = "/static/vendor/htmx.min.js"
 # (pinned in package-lock.json), or the copy the wheel's build put beside the package.
 VENDOR_FILES: Final = {
     "htmx.min.js": "htmx.org/dist/htmx.min.js",
+    "idiomorph-ext.min.js": "idiomorph/dist/idiomorph-ext.min.js",  # live trace refresh (morph)
     "swagger-ui-bundle.js": "swagger-ui-dist/swagger-ui-bundle.js",  # the /schema page
     "swagger-ui.css": "swagger-ui-dist/swagger-ui.css",
 }
@@ -37,6 +38,7 @@ SECURITY_HEADERS: Final = {
 _OWN_FILES: Final = {  # the viewer's own static files, and their media types
     "tracecard.css": "text/css; charset=utf-8",
     "schema.js": "text/javascript; charset=utf-8",  # starts Swagger UI on /schema
+    "tracecard.js": "text/javascript; charset=utf-8",  # the trace page: morph, keys, copy
 }
 _CACHE = "public, max-age=300"
 
@@ -68,8 +70,20 @@ def vendor_path(name: str) -> Path | None:
     return next((p for p in candidates if p.is_file()), None)
 
 
-def htmx_missing_message() -> str:
-    """What a person must do when htmx cannot be found."""
+def missing_vendor_file() -> str | None:
+    """The first vendored script the pages need that cannot be found, or None."""
+    if htmx_path() is None:
+        return "htmx.min.js"
+    return None if vendor_path("idiomorph-ext.min.js") is not None else "idiomorph-ext.min.js"
+
+
+def htmx_missing_message(name: str = "htmx.min.js") -> str:
+    """What a person must do when htmx (or its morph extension) cannot be found."""
+    if name != "htmx.min.js":
+        return (
+            f"{name} is missing: the viewer serves node_modules/{VENDOR_FILES[name]}, which "
+            "`scripts/setup` installs from npm (package-lock.json pins it). Run scripts/setup."
+        )
     return (
         "htmx is missing: the viewer serves node_modules/htmx.org/dist/htmx.min.js, which "
         "`scripts/setup` installs from npm (package-lock.json pins it). Run scripts/setup, or "

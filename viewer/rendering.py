@@ -11,7 +11,7 @@ from litestar import Request, Response
 from litestar.contrib.jinja import JinjaTemplateEngine
 from litestar.exceptions import HTTPException
 
-from tracecard.viewer.assets import SECURITY_HEADERS, htmx_missing_message, htmx_path
+from tracecard.viewer.assets import SECURITY_HEADERS, htmx_missing_message, missing_vendor_file
 from tracecard.viewer.payloads import human_size
 
 TEMPLATES: Final = Path(__file__).parent / "templates"
@@ -85,8 +85,9 @@ def html_response(body: str, status_code: int = 200) -> Response[str]:
 
 def page_response(body: str) -> Response[str]:
     """A rendered full page; a page error naming `scripts/setup` when htmx is not installed."""
-    if htmx_path() is None:
-        return error_page(503, htmx_missing_message())
+    missing = missing_vendor_file()
+    if missing is not None:
+        return error_page(503, htmx_missing_message(missing))
     return html_response(body)
 
 

@@ -32,7 +32,7 @@ def pages(server: NightClient) -> list[str]:
         "/runs?component=outcome",
         "/runs/options",
         f"/runs/{run}",
-        f"/runs/{run}/live",
+        f"/runs/{night.live_run}/live",
         f"/runs/{run}/row",
         f"/runs/{run}/spans/{call}",
         f"/compare/runs?experiment={b}&task=refund-order",
@@ -41,10 +41,18 @@ def pages(server: NightClient) -> list[str]:
         "/compare/experiments",
         "/static/tracecard.css",
         "/static/vendor/htmx.min.js",
+        "/static/vendor/idiomorph-ext.min.js",
+        "/static/tracecard.js",
         *MISSING,
     ]
 
 
+# The only scripts a page loads: htmx, its morph extension (idiomorph), the viewer's own.
+SCRIPTS = (
+    "/static/vendor/htmx.min.js",
+    "/static/vendor/idiomorph-ext.min.js",
+    "/static/tracecard.js",
+)
 # Errors are pages with the same headers; these, and only these, answer 404.
 MISSING = ("/runs/nope", "/experiments/nope")
 
@@ -86,7 +94,7 @@ async def test_pages_have_no_inline_script_or_style(night_client: NightClient) -
             continue
         for tag, attrs in elements((await get(night_client, path)).text):
             assert tag != "style", path
-            assert tag != "script" or attrs.get("src") == "/static/vendor/htmx.min.js", path
+            assert tag != "script" or attrs.get("src") in SCRIPTS, path
             assert "style" not in attrs, (path, tag)
             assert not [a for a in attrs if a.startswith("on")], (path, tag, attrs)
             assert not (attrs.get("href") or "").lower().startswith("javascript:"), path
@@ -238,5 +246,10 @@ async def test_only_runs_in_progress_poll(night_client: NightClient) -> None:
     live = (await get(night_client, f"/runs/{night.live_run}")).text
     done = (await get(night_client, f"/runs/{night.runs[('last-week', 'weather', 0)]}")).text
     assert 'hx-trigger="every 2s"' in live and 'hx-trigger="every 2s"' not in done
+    assert 'hx-ext="morph" hx-swap="morph"' in live  # morphed in: what is open stays open
+    # the refresh that finds the run ended answers 286: htmx stops polling (and still swaps)
+    ended = await get(night_client, f"/runs/{night.runs[('last-week', 'weather', 0)]}/live")
+    assert ended.status_code == 286 and 'hx-trigger="every 2s"' not in ended.text
+    assert (await get(night_client, f"/runs/{night.live_run}/live")).status_code == 200
     rows = (await get(night_client, "/runs")).text
     assert rows.count('hx-trigger="every 2s"') == 1

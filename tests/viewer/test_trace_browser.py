@@ -5,13 +5,19 @@ test's tmp path for review."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from mcp.client.client import Client
 
+from tests.support.processes import mcp_tool_server
+from tests.support.proxy import new_run, tracecard_for
+from tests.support.tracecard import RunningServer
 from tests.viewer.conftest import NightServer
 from tests.viewer.test_browser import ARGS, CHROMIUM, Watched
 
@@ -91,4 +97,99 @@ def test_each_bar_sits_at_its_time(
         assert abs(box["bar"][0] - expected_left) <= 2, (span["name"], box, expected_left)
         assert abs(box["bar"][1] - expected_width) <= 2, (span["name"], box, expected_width)
     watched.shot(f"bars-{key[1]}")
+    watched.clean()
+
+
+def test_the_failing_predicate_links_to_its_span(
+    night_server: NightServer, watched: Watched
+) -> None:
+    """A failed run: the outcome predicate that failed shows what was expected and what the
+    probe saw; its span link opens, highlights and scrolls to the probe's span."""
+    page, night = watched.page, night_server.night
+    run = night.runs[("last-night", "refund-order", 3)]  # said "refund issued", refunded nothing
+    page.goto(f"{night_server.url}/runs/{run}")
+    failing = page.locator("#ev-outcome table.ev tr.bad").first
+    cells = failing.locator("td").all_inner_texts()
+    assert cells[:3] == ["order · $.structuredContent.refunded", "eq true", "false"], cells
+    link = failing.locator("a.cite")
+    target = link.get_attribute("href")
+    assert target is not None and target.startswith("#span-")
+    link.click()
+    span = page.locator(target)
+    span.locator(".detail").get_by_text("probe observed").wait_for()  # opened, detail loaded
+    assert page.evaluate("document.querySelector(':target').id") == target[1:]
+    assert span.locator("details").evaluate("d => d.open") is True
+    box = span.bounding_box()
+    assert box is not None and 0 <= box["y"] <= 900  # scrolled into view
+    assert "check: get_order" in span.locator("summary").inner_text()  # a check, not the agent
+    watched.shot("failing-predicate-span")
+    # the same address pasted into a new tab opens the span too (a permalink)
+    page.goto(f"{night_server.url}/runs/{run}{target}")
+    page.locator(target).locator(".detail").get_by_text("probe observed").wait_for()
+    watched.clean()
+
+
+@pytest.fixture(scope="module")
+def live_tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    with mcp_tool_server("--stateless", "--json") as url:
+        with tracecard_for({"tools": {"url": url}}, tmp_path_factory.mktemp("live")) as running:
+            yield running
+
+
+def _call(url: str, tool: str, arguments: dict[str, Any]) -> None:
+    """One tool call by the official MCP client through tracecard's proxy."""
+
+    async def call() -> None:
+        async with Client(url) as client:
+            await client.call_tool(tool, arguments)
+
+    with ThreadPoolExecutor(1) as pool:  # its own event loop, beside Playwright's
+        pool.submit(asyncio.run, call()).result(timeout=30)
+
+
+SWAPS = """() => { window.__swaps = 0; window.__sameDocument = true;
+    document.body.addEventListener('htmx:afterSettle', e => {
+        if (e.detail.elt && e.detail.elt.id === 'trace-body') window.__swaps++; }); }"""
+
+
+def test_read_a_live_run_while_it_grows(live_tracecard: RunningServer, watched: Watched) -> None:
+    """Open a call's detail on a running run; while real proxied calls add spans over three
+    refresh cycles, the detail stays open and loaded, the page keeps its scroll and focus; the
+    refresh that sees the run end stops the polling."""
+    page, base = watched.page, live_tracecard.url
+    run = new_run(base, config={"name": "live-agent"})
+    tools = run["urls"]["tools"]
+    _call(tools, "add", {"a": 19, "b": 23})
+    page.goto(f"{base}/runs/{run['id']}")
+    page.evaluate(SWAPS)
+    row = page.locator("li.span").filter(has_text="tools/call add")
+    row.locator("summary").click()
+    detail = row.locator(".detail")
+    detail.get_by_text('"a": 19').wait_for()
+    scroll = page.evaluate("() => { window.scrollTo(0, 400); return window.scrollY; }")
+    before = page.locator("li.span").count()
+    for cycle in range(1, 4):
+        _call(tools, "echo", {"text": f"cycle {cycle}"})
+        page.wait_for_function(f"() => window.__swaps >= {cycle}", timeout=15_000)
+    page.wait_for_function(
+        f"() => document.querySelectorAll('li.span').length > {before}", timeout=10_000
+    )
+    page.locator("li.span").filter(has_text="tools/call echo").first.wait_for()
+    assert row.locator("details").evaluate("d => d.open") is True  # still open
+    assert '"a": 19' in detail.inner_text()  # still loaded, not "loading…"
+    assert page.evaluate("window.scrollY") == scroll
+    assert page.evaluate("document.activeElement.closest('li.span') !== null")  # focus kept
+    assert page.evaluate("window.__sameDocument") is True
+    watched.shot("live-run-growing")
+
+    live_requests: list[str] = []
+    page.on("request", lambda r: live_requests.append(r.url) if r.url.endswith("/live") else None)
+    finished = httpx.post(f"{base}/api/runs/{run['id']}/finish", json={"final_answer": "42"})
+    assert finished.status_code == 200, finished.text
+    page.locator(".live-dot").wait_for(state="detached", timeout=10_000)
+    seen = len(live_requests)
+    page.wait_for_timeout(2_500)  # longer than one polling interval: no request may follow
+    assert len(live_requests) == seen, live_requests
+    assert row.locator("details").evaluate("d => d.open") is True
+    watched.shot("live-run-ended")
     watched.clean()

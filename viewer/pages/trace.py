@@ -45,6 +45,7 @@ CALL_PAYLOADS: Final = (
     (sc.PROBE_VALUE, "probe observed"),
 )
 MAX_NOTE: Final = 4000
+STOP_POLLING: Final = 286  # htmx stops an `every` trigger on this status (and still swaps)
 MAX_CITED: Final = 200  # cited calls read for the invocation tables' observed arguments
 
 
@@ -211,11 +212,15 @@ class TracePages(Controller):
 
     @get("/live")
     async def live(self, state: State, request: Request, run_id: str) -> Response[str]:  # type: ignore[type-arg]
-        """The trace body, polled every 2 s while the run is in progress."""
+        """The trace body, polled every 2 s while the run is in progress and morphed into the
+        page; once the run has ended it answers 286, which stops htmx's polling."""
         runtime = runtime_of(state)
         token, set_cookie = csrf.form_token(request, runtime.csrf_key)
-        body = await in_thread(_trace_html, runtime.store, run_id, "_trace_body.html", token)
-        return _with_cookie(html_response(body), set_cookie)
+        context = await in_thread(_trace_context, runtime.store, run_id, token)
+        response = html_response(render_html("_trace_body.html", **context))
+        if not context["live"]:
+            response.status_code = STOP_POLLING
+        return _with_cookie(response, set_cookie)
 
     @get("/spans/{span_id:str}")
     async def span_detail(self, state: State, run_id: str, span_id: str) -> Response[str]:
