@@ -14,6 +14,7 @@ from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from litestar.types import ControllerRouterHandler
 
 from tracecard import __version__
+from tracecard.server.api.environment import RobustnessController
 from tracecard.server.api.runs import RunController
 from tracecard.server.evaluation.feature import HANDLERS as EVALUATION_HANDLERS
 from tracecard.server.evaluation.feature import evaluation_lifespan
@@ -94,6 +95,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
         healthz,
         RunController,
         *EVALUATION_HANDLERS,
+        RobustnessController,
         ingest_traces,
         issue_wrap_credential,
         viewer_router(),

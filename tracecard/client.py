@@ -134,6 +134,10 @@ class TracecardClient(_Base):
         """An experiment with every run's current state."""
         return self._do(_Requests.get(f"/api/experiments/{experiment_id}"))
 
+    def robustness(self, experiment_id: str) -> dict[str, Any]:
+        """Per fault kind and task: faulted calls and runs, and how many recovered."""
+        return self._do(_Requests.get(f"/api/robustness?experiment={experiment_id}"))
+
     def get_run(self, run_id: str) -> dict[str, Any]:
         """A run: status, final answer, scores, URLs."""
         return self._do(_Requests.get(f"/api/runs/{run_id}"))
@@ -241,6 +245,10 @@ class AsyncTracecardClient(_Base):
     async def get_experiment(self, experiment_id: str) -> dict[str, Any]:
         """See `TracecardClient.get_experiment`."""
         return await self._do(_Requests.get(f"/api/experiments/{experiment_id}"))
+
+    async def robustness(self, experiment_id: str) -> dict[str, Any]:
+        """See `TracecardClient.robustness`."""
+        return await self._do(_Requests.get(f"/api/robustness?experiment={experiment_id}"))
 
     async def get_run(self, run_id: str) -> dict[str, Any]:
         """See `TracecardClient.get_run`."""

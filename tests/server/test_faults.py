@@ -209,19 +209,42 @@ async def test_a_retrying_agent_recovers_and_a_giving_up_one_does_not(world: Wor
         "nth": 1,
         "message": "service unavailable, try again",
     }
+    with TracecardClient(world.server.url) as client:
+        experiment = client.create_experiment(
+            world.suite, {"name": "retry"}, 2, faults={"seed": 7, "rules": [rule]}
+        )
     outcomes = {}
-    for retries in (True, False):
-        run = world.run([rule])
-        async with _agent(run.urls["helpdesk"], retries) as agent:
-            answer = (await agent.run("How many open urgent tickets?")).output
+    for run in experiment.runs:
+        retries = run.trial == 0
+        answer = "assigned"
+        if run.task_id == "count":
+            async with _agent(run.urls["helpdesk"], retries) as agent:
+                answer = (await agent.run("How many open urgent tickets?")).output
         with TracecardClient(world.server.url) as client:
             finished = client.finish_run(run.id, final_answer=answer)
-        outcomes[retries] = (answer, finished["faults"])
+        if run.task_id == "count":
+            outcomes[retries] = (answer, finished["faults"])
     assert outcomes[True][0] == "2" and outcomes[False][0] == "unknown"
     for retries, (_answer, faults) in outcomes.items():
         assert [(f["kind"], f["tool"], f["recovered"]) for f in faults] == [
             ("tool_error", "list_tickets", retries)
         ]
+    with TracecardClient(world.server.url) as client:
+        robust = client.robustness(experiment.id)
+    assert robust["kinds"] == [
+        {
+            "kind": "tool_error",
+            "faulted_calls": 2,
+            "recovered_calls": 1,
+            "runs": 2,
+            "recovered_runs": 1,
+        }
+    ]
+    assert robust["lines"] == [
+        "after tool_error the agent recovered in 1/2 trials (1/2 faulted calls)"
+    ]
+    count = next(t for t in robust["tasks"] if t["task_id"] == "count")
+    assert (count["faulted_runs"], count["recovered_runs"]) == (2, 1)
 
 
 async def test_probes_never_see_faults(world: World) -> None:
