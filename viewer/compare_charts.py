@@ -9,13 +9,22 @@ from typing import Final
 
 from markupsafe import Markup
 
+from tracecard.scorers.scorecard import Scorecard
+from tracecard.scorers.stored import scorecard_of
+from tracecard.traces.experiments import stored_experiment
 from tracecard.traces.models import ExperimentRow
 from tracecard.traces.store import Store
 from tracecard.viewer.charts import Series, rate_bars
 from tracecard.viewer.experiment_compare import ExperimentsComparison
-from tracecard.viewer.scorecards import ExperimentCard, experiment_card
 
 HISTORY: Final = 8  # experiments in the "over experiments" chart (each one builds a scorecard)
+
+
+def values_card(store: Store, experiment: ExperimentRow) -> Scorecard:
+    """The experiment's scorecard without bootstrap intervals (`resamples=0`: each interval is
+    its value): the comparison reads per-task pass rates, flags and values, never an interval,
+    and 2,000 resamples per statistic cost ~0.5 s per experiment."""
+    return scorecard_of(stored_experiment(store, experiment), resamples=0)
 
 
 def per_task_chart(
@@ -38,13 +47,13 @@ def per_task_chart(
 def history_chart(
     store: Store,
     experiments: list[ExperimentRow],
-    cards: dict[str, ExperimentCard],
+    cards: dict[str, Scorecard],
     component: str,
 ) -> Markup | None:
     """The experiment-level pass_rate of `component` (the scorecard's mean over tasks of the
     per-task pass_rate) for the newest `HISTORY` experiments on A's and B's suite version, A
     and B always among them, oldest first; None when there is nothing besides A and B."""
-    version = next(iter(cards.values())).experiment.suite_version
+    version = next(e.suite_version for e in experiments if e.id in cards)
     same = [e for e in experiments if e.suite_version == version]  # newest first
     chosen = [e for e in same if e.id in cards]
     others = [e for e in same if e.id not in cards][: max(0, HISTORY - len(chosen))]
@@ -54,8 +63,8 @@ def history_chart(
     sides = dict(zip(cards, ("A", "B"), strict=True))
     labels, values = [], []
     for experiment in shown:
-        card = cards.get(experiment.id) or experiment_card(store, experiment)
-        summary = card.scorecard.summary(component)
+        card = cards.get(experiment.id) or values_card(store, experiment)
+        summary = card.summary(component)
         values.append(summary.pass_rate.value if summary else None)
         mark = f" ({sides[experiment.id]})" if experiment.id in sides else ""
         labels.append(f"{experiment.config_name} {experiment.created_at:%m-%d %H:%M}{mark}")

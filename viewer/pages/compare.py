@@ -17,13 +17,12 @@ from tracecard.traces.store import Store
 from tracecard.traces.trial_calls import first_agent_calls
 from tracecard.traces.verdicts import verdicts_for_runs
 from tracecard.viewer.align import ALIGN_CAP
-from tracecard.viewer.compare_charts import history_chart, per_task_chart
+from tracecard.viewer.compare_charts import history_chart, per_task_chart, values_card
 from tracecard.viewer.compare_rows import aligned_rows
 from tracecard.viewer.compare_runs import compare_runs
 from tracecard.viewer.experiment_compare import compare_all
 from tracecard.viewer.rendering import page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
-from tracecard.viewer.scorecards import experiment_card
 
 MAX_TRIALS: Final = 12
 RUN_IDS: Final = Parameter(query="run", default=None)
@@ -89,10 +88,10 @@ def _compare_experiments_html(store: Store, a: str | None, b: str | None, compon
         if side_a is None or side_b is None:
             missing = a if side_a is None else b
             raise NotFoundException(f"no experiment with id {missing!r}")
-        card_a, card_b = experiment_card(store, side_a), experiment_card(store, side_b)
+        card_a, card_b = values_card(store, side_a), values_card(store, side_b)
         context.update(side_a=side_a, side_b=side_b)
         try:
-            view = compare_all(card_a.scorecard, card_b.scorecard, component)
+            view = compare_all(card_a, card_b, component)
         except ComparisonError as exc:
             context["problem"] = str(exc)
         else:
