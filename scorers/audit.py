@@ -97,7 +97,7 @@ def _reason(evidence: Any) -> str | None:
             continue
         found = _reason(turn.get("evidence", turn))
         if found:
-            return f"turn {turn.get('index', position)}: {found}"
+            return f"turn {turn.get('turn', turn.get('index', position))}: {found}"
     for predicate in evidence.get("predicates") or []:
         if isinstance(predicate, dict) and predicate.get("holds") is False:
             observed = predicate.get("observed", "nothing")
@@ -106,8 +106,16 @@ def _reason(evidence: Any) -> str | None:
                 f"{predicate.get('value')!r}: observed {observed!r}"
             )
     for expected in evidence.get("expected") or []:
-        if isinstance(expected, dict) and expected.get("why"):
+        if not isinstance(expected, dict) or expected.get("span_id"):
+            continue
+        if expected.get("why"):
             return f"expected {expected.get('tool')}: {expected['why']}"
+        closest = [c for c in expected.get("closest") or [] if isinstance(c, dict)]
+        if closest and closest[0].get("why"):
+            why = closest[0]["why"]
+            return f"expected {expected.get('tool')}, closest call differs: " + (
+                "; ".join(map(str, why)) if isinstance(why, list) else str(why)
+            )
     for check in evidence.get("checks") or []:
         if isinstance(check, dict) and check.get("passed") is False and check.get("reason"):
             return str(check["reason"])

@@ -11,6 +11,7 @@ argument; irrelevance entries expect no call.
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -56,7 +57,9 @@ def _multi_turn_task(entry: dict[str, Any], ground_truth: list[list[str]]) -> di
     for question, calls_text in zip(entry["question"], ground_truth, strict=True):
         turn: dict[str, Any] = {"user": _user_text(question)}
         calls = [environment.bind(c) for text in calls_text for c in parse_calls(text)]
-        replay.append([{"tool": c.name, "arguments": c.arguments} for c in calls])
+        # a copy: executing a call may change its arguments in place (TwitterAPI keeps the
+        # `mentions` list it is given, and a later `mention` appends to it)
+        replay.append([{"tool": c.name, "arguments": copy.deepcopy(c.arguments)} for c in calls])
         if not calls:
             turn["invocation"] = {"expect_no_calls": True}
         else:
