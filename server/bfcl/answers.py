@@ -156,8 +156,8 @@ def matcher(
     values are compared as Python's `==` without standardisation. Otherwise strings, and the
     strings inside a list or an object, are compared after BFCL's standardisation; numbers as
     Python's `==` (`2 == 2.0`, but a `2.0` fails the integer type). Left out: allowed when the
-    answer allows `""` and the doc does not require it. A parameter the doc does not declare may
-    never be given."""
+    answer allows `""` and the doc does not require it; that `""` is also a value a string may
+    take, and `[]` one a list may. A parameter the doc does not declare may never be given."""
     allowed = _allowed(allowed)
     values = [v for v in allowed if v != ""]
     optional = {"optional": True} if "" in allowed and not required else {}
