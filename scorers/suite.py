@@ -103,6 +103,9 @@ class Suite(BaseModel):
     description: str = ""
     strict: bool = False  # the default of `strict` for every exact/one_of matcher and eq
     scoring: Scoring = Field(default_factory=Scoring)
+    # a fault plan for every experiment on the suite (`seed`, `[[faults.rules]]`, a rule's
+    # `task` glob for some tasks); read and checked by the server (docs/replay.md)
+    faults: dict[str, Any] | None = None
     tasks: list[Task] = Field(min_length=1)
 
     @model_validator(mode="after")

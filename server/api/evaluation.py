@@ -8,7 +8,7 @@ import anyio.to_thread
 from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from tracecard.scorers import Comparison, to_csv, to_json, to_junit, to_markdown
 from tracecard.scorers.drift import ToolDrift
@@ -99,6 +99,20 @@ async def _check_tools(runtime: Any, suite_ref: str) -> list[str]:
     return [f.message for f in findings if f.level == "warning"]
 
 
+async def _suite_faults(runtime: Any, suite_ref: str) -> FaultPlan | None:
+    """The suite's `[faults]` plan, checked (a 422 naming the field when it is wrong)."""
+    suite, _ = await _thread(find_suite, runtime.store, suite_ref)
+    if suite.faults is None:
+        return None
+    try:
+        return FaultPlan.model_validate(suite.faults)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        detail = f"suite {suite.name!r}: faults.{where}: {first['msg']}"
+        raise HTTPException(status_code=422, detail=detail) from None
+
+
 class SuiteController(Controller):
     path = "/api/suites"
     tags = ["suites"]
@@ -130,8 +144,11 @@ class ExperimentController(Controller):
                 status_code=422,
                 detail="replay and faults in one experiment are not supported yet: use one",
             )
-        if data.faults is not None:
-            await service_call(check_faults(runtime, data.faults))
+        faults = data.faults or await _suite_faults(runtime, data.suite)
+        if data.replay is not None and faults is not None and data.faults is None:
+            faults = None  # a replay of a faulted suite replays what the source saw
+        if faults is not None:
+            await service_call(check_faults(runtime, faults))
         replay = None
         if data.replay is not None:  # checked against its source before any run exists
             _suite, found = await _thread(find_suite, runtime.store, data.suite)
@@ -139,8 +156,8 @@ class ExperimentController(Controller):
                 check_replay(runtime, data.replay, found.version, data.trials)
             )
         environment = None if replay is None else {"replay": replay.plan.stored()}
-        if data.faults is not None:
-            environment = {"faults": data.faults.stored()}
+        if faults is not None:
+            environment = {"faults": faults.stored()}
         experiment, runs = await _thread(
             lambda: create_experiment(
                 runtime.store, runtime.settings, data.suite, data.config, data.trials, environment
@@ -148,8 +165,8 @@ class ExperimentController(Controller):
         )
         if replay is not None:  # each run's index, built now: serving never reads the database
             await start_replay(runtime, replay, runs)
-        if data.faults is not None:
-            start_faults(runtime, data.faults, runs)
+        if faults is not None:
+            start_faults(runtime, faults, runs)
         cache = tasks_of(runtime)
         suite, _ = await _thread(find_suite, runtime.store, experiment.suite_version)
         for run in runs:

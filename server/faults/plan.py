@@ -46,6 +46,7 @@ class FaultRule(BaseModel):
     kind: FaultKind
     upstream: str = "*"
     tool: str = "*"  # an MCP tool name, or `METHOD /path` of a plain HTTP call
+    task: str = "*"  # the runs of which tasks (a glob on the task id)
     probability: float = Field(default=1.0, ge=0.0, le=1.0)
     nth: int | None = Field(default=None, ge=1)  # only the nth matching call of the run
     after_ms: int | None = Field(default=None, ge=0)  # only after this long into the run
@@ -190,6 +191,7 @@ class RunFaults:
 def run_faults(plan: FaultPlan, task_id: str, trial: int) -> RunFaults:
     """A run's fault state: its seed from the plan's seed, its task and its trial."""
     seed = _mix(plan.seed ^ zlib.crc32(f"{task_id}\0{trial}".encode()))
+    mine = [rule for rule in plan.rules if fnmatch.fnmatchcase(task_id, rule.task)]
     rules = [
         _Compiled(
             rule,
@@ -198,6 +200,6 @@ def run_faults(plan: FaultPlan, task_id: str, trial: int) -> RunFaults:
             _mix(zlib.crc32(rule.id.encode())),
             _MASK + 1 if rule.probability >= 1 else int(rule.probability * (_MASK + 1)),
         )
-        for rule in plan.rules
+        for rule in mine
     ]
     return RunFaults(seed, rules)

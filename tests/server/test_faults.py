@@ -300,3 +300,24 @@ def test_rules_naming_nothing_are_one_line_errors(world: World, tmp_path: Path) 
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode != 0 and not marker.exists()
     assert len(errors) == 1 and "rules.0.kind" in errors[0], result.stderr
+
+
+async def test_a_suite_carries_its_own_fault_plan_per_task(world: World) -> None:
+    planned = SUITE.replace(
+        'name = "replay-world"',
+        'name = "faulted-world"\n'
+        "[faults]\nseed = 3\n"
+        '[[faults.rules]]\nkind = "tool_error"\ntask = "count"\nupstream = "helpdesk"\n',
+    )
+    with TracecardClient(world.server.url) as client:
+        suite = client.add_suite_text(planned, "toml")["version"]
+        experiment = client.create_experiment(suite, {"name": "suite-plan"}, 1)
+        broken = client.add_suite_text(planned.replace("tool_error", "melt"), "toml")["version"]
+        with pytest.raises(TracecardError) as caught:
+            client.create_experiment(broken, {"name": "x"}, 1)
+    assert "suite 'faulted-world': faults.rules.0.kind" in caught.value.detail
+    assert "\n" not in caught.value.detail
+    faulted = {}
+    for run in experiment.runs:
+        faulted[run.task_id] = await _calls(run.urls["helpdesk"], 1)
+    assert faulted == {"count": [True], "assign": [False]}
