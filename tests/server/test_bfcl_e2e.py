@@ -111,6 +111,19 @@ def test_a_single_turn_entry_is_judged_by_its_possible_answers(server: RunningSe
     assert passed(play(server, SINGLE, "dropped"), "invocation") is False
 
 
+@pytest.mark.parametrize("variation", ["case", "int_as_float", "tab"])
+def test_surface_variations_through_the_proxy_get_bfcls_verdict(
+    server: RunningServer, variation: str
+) -> None:
+    # 'mAROON 5' passes BFCL's standardisation, duration 15.0 fails its integer type check and
+    # 'Maroon\t5' its standardisation: the recorded arguments keep what the agent sent
+    trajectory = perturb(SINGLE, ground_truth(SINGLE), variation, 0)
+    assert trajectory is not None
+    theirs = bfcl_verdict(SINGLE, trajectory).valid
+    assert theirs is (variation == "case")
+    assert passed(play(server, SINGLE, variation), "invocation") is theirs
+
+
 async def _peek(url: str) -> tuple[list[str], MCPError | None]:
     """An agent that lists the tools and asks for the state tool by name anyway."""
     async with httpx2.AsyncClient(timeout=60) as http:
