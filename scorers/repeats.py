@@ -106,8 +106,9 @@ def bootstrap_means(
     n = lengths.pop() if lengths else 0
     if n == 0:
         return [None for _ in columns]
-    if n == 1 or resamples <= 0:
-        return [Interval(column[0], column[0], column[0], 1, confidence) for column in columns]
+    if n == 1 or resamples <= 0:  # no spread to resample: each interval is its mean
+        means = [sum(column) / n for column in columns]
+        return [Interval(mean, mean, mean, n, confidence) for mean in means]
     if any(not 0.0 <= value <= 1.0 for column in columns for value in column):
         # outside [0, 1] the fixed-point packing does not hold: one draw per column
         return [

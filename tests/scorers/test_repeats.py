@@ -69,3 +69,14 @@ def test_bootstrap_degenerate_inputs() -> None:
 def test_flip_rate() -> None:
     assert flip_rate([[True, False], [True, True], [False], []]) == pytest.approx(1 / 3)
     assert flip_rate([]) is None
+
+
+def test_bootstrap_means_without_resamples_are_the_means() -> None:
+    # resamples=0 (a value without its interval): each column's mean, over all its tasks
+    from tracecard.scorers.repeats import bootstrap_means
+
+    a, b = [0.5, 1.0, 0.0, 1.0], [1.0, 1.0, 1.0, 0.4]
+    for intervals in (bootstrap_means([a, b], resamples=0), bootstrap_means([a, b])):
+        assert [i.mean if i else None for i in intervals] == [0.625, 0.85]
+    still = bootstrap_means([a], resamples=0)[0]
+    assert still is not None and (still.low, still.high, still.n) == (0.625, 0.625, 4)
