@@ -14,6 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
+from agents import Agent as OpenAIAgent
+from agents import Runner
+from agents.mcp import MCPServerStreamableHttp
+from agents.testing import ScriptedModel, assistant_message, function_call
 from mcp.client.client import Client
 
 from tests.support.replay_world import (
@@ -27,6 +31,7 @@ from tests.support.replay_world import (
 )
 from tests.support.tracecard import RunningServer, running_tracecard
 from tracecard.client import AsyncTracecardClient, TracecardClient, TracecardError
+from tracecard.server.cli.main import main as cli_main
 from tracecard.server.settings import Settings
 
 # a stdio helpdesk that notes each start: `sh -c STARTS <file> python server.py <sandbox>`
@@ -320,16 +325,19 @@ def test_tracecard_run_refuses_a_bad_source_before_any_agent_starts(
     assert len(errors) == 1 and "no experiment 'no-such-experiment'" in errors[0], result.stderr
 
 
-def _tracecard(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [str(Path(sys.executable).parent / "tracecard"), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+def _tracecard(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """The `tracecard` command line, run in this process (no interpreter start per call)."""
+    code = cli_main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
 
 
 async def test_a_cassette_replays_on_a_fresh_database_with_no_tool_servers(
-    world: World, tmp_path: Path
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cassette = tmp_path / "run.tccas"
-    exported = _tracecard(
+    code, _out, err = _tracecard(
+        capsys,
         "export",
         "--experiment",
         world.source,
@@ -340,10 +348,10 @@ async def test_a_cassette_replays_on_a_fresh_database_with_no_tool_servers(
         "--db",
         str(world.db),
     )
-    assert exported.returncode == 0, exported.stderr
+    assert code == 0, err
     fresh = tmp_path / "fresh.db"
-    imported = _tracecard("import", "cassette", str(cassette), "--db", str(fresh))
-    assert imported.returncode == 0 and world.source in imported.stdout, imported.stderr
+    code, out, err = _tracecard(capsys, "import", "cassette", str(cassette), "--db", str(fresh))
+    assert code == 0 and world.source in out, err
     nowhere = "http://127.0.0.1:9"  # no tool server anywhere: every answer is the cassette's
     settings = Settings.model_validate(
         {
@@ -370,12 +378,15 @@ async def test_a_cassette_replays_on_a_fresh_database_with_no_tool_servers(
     assert replayed == source and len(replayed) == 6
 
 
-def test_an_unknown_cassette_version_is_a_one_line_error(tmp_path: Path) -> None:
+def test_an_unknown_cassette_version_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cassette = tmp_path / "future.tccas"
     cassette.write_text('{"format": "tracecard-cassette", "version": 99}\n')
-    result = _tracecard("import", "cassette", str(cassette), "--db", str(tmp_path / "x.db"))
-    errors = [line for line in result.stderr.splitlines() if line.strip()]
-    assert result.returncode != 0 and len(errors) == 1, result.stderr
+    target = str(tmp_path / "x.db")
+    code, _out, err = _tracecard(capsys, "import", "cassette", str(cassette), "--db", target)
+    errors = [line for line in err.splitlines() if line.strip()]
+    assert code != 0 and len(errors) == 1, err
     assert "cassette version 99; this tracecard reads version 1" in errors[0]
 
 
@@ -394,3 +405,41 @@ async def test_a_restarted_server_keeps_replaying_the_open_runs(world: World) ->
             result = await mcp.call_tool("list_tickets", args)
     assert world.helpdesk.requests == before
     assert not result.is_error and "T-" in result.content[0].text
+
+
+async def _openai_agents_trial(url: str) -> str:
+    model = ScriptedModel(
+        [
+            [function_call("list_tickets", {"status": "open", "priority": "urgent"}, call_id="c1")],
+            [assistant_message("2")],
+        ]
+    )
+    async with MCPServerStreamableHttp(params={"url": url}, name="helpdesk") as server:
+        agent = OpenAIAgent(
+            name="desk", instructions="Use tools.", model=model, mcp_servers=[server]
+        )
+        result = await Runner.run(agent, "How many open urgent tickets?")
+    model.assert_complete()
+    return str(result.final_output)
+
+
+async def test_an_openai_agents_agent_replays_too(world: World) -> None:
+    async with AsyncTracecardClient(world.server.url) as client:
+        source = await client.create_experiment(world.suite, {"name": "openai-agents"}, 1)
+        run = next(r for r in source.runs if r.task_id == "count")
+        live = await client.finish_run(
+            run.id, final_answer=await _openai_agents_trial(run.urls["helpdesk"])
+        )
+        replay = await client.create_experiment(
+            world.suite, {"name": "openai-agents"}, 1, replay={"source": source.id}
+        )
+        run = next(r for r in replay.runs if r.task_id == "count")
+        before = world.helpdesk.requests
+        answer = await _openai_agents_trial(run.urls["helpdesk"])
+        replayed = await client.finish_run(run.id, final_answer=answer)
+    assert world.helpdesk.requests == before
+    assert [(s["component"], s["value"]) for s in replayed["scores"]] == [
+        (s["component"], s["value"]) for s in live["scores"]
+    ]
+    spans = _proxied(_spans(world, run.id))
+    assert spans and {s["attributes"].get("tracecard.replay") for s in spans} == {"recorded"}
