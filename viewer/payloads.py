@@ -10,6 +10,9 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import orjson
+from markupsafe import Markup
+
+from tracecard.viewer.json_tree import json_tree
 
 # Payloads longer than this are collapsed behind their size and fetched when opened.
 COLLAPSE_ABOVE: Final = 4096
@@ -153,6 +156,7 @@ class Payload:
     collapsed: bool
     stored_from: int | None = None  # the original size, when the recorder cut the payload
     images: tuple[Image, ...] = ()
+    tree: Markup | None = None  # the value as a collapsible tree (small payloads)
 
     @property
     def preview(self) -> str:
@@ -165,15 +169,18 @@ def payload(key: str, value: Any, collapse_above: int = COLLAPSE_ABOVE) -> Paylo
     """`value` pretty-printed, with its size, collapsed when large."""
     cut_from = original_size(value)
     images = tuple(readable_result(value).images) if _has_images(value) else ()
-    text = pretty(_without_image_data(value) if images else value)
+    shown = _unwrap_mcp_text(parse_json_text(_without_image_data(value) if images else value))
+    text = _indented(shown)
     size = len(value.encode("utf-8", "replace")) if isinstance(value, str) else len(text)
+    collapsed = size > collapse_above
     return Payload(
         key=key,
         text=text,
         size=size,
-        collapsed=size > collapse_above,
+        collapsed=collapsed,
         stored_from=cut_from,
         images=images,
+        tree=None if collapsed else json_tree(shown),
     )
 
 

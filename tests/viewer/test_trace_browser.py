@@ -118,10 +118,11 @@ def test_the_failing_predicate_links_to_its_span(
     span = page.locator(target)
     span.locator(".detail").get_by_text("probe observed").wait_for()  # opened, detail loaded
     assert page.evaluate("document.querySelector(':target').id") == target[1:]
-    assert span.locator("details").evaluate("d => d.open") is True
+    assert span.locator(":scope > details").evaluate("d => d.open") is True
     box = span.bounding_box()
     assert box is not None and 0 <= box["y"] <= 900  # scrolled into view
-    assert "check: get_order" in span.locator("summary").inner_text()  # a check, not the agent
+    row = span.locator(":scope > details > summary").inner_text()
+    assert "check: get_order" in row  # tracecard's probe, named as a check, not the agent
     watched.shot("failing-predicate-span")
     # the same address pasted into a new tab opens the span too (a permalink)
     page.goto(f"{night_server.url}/runs/{run}{target}")
@@ -175,7 +176,7 @@ def test_read_a_live_run_while_it_grows(live_tracecard: RunningServer, watched: 
         f"() => document.querySelectorAll('li.span').length > {before}", timeout=10_000
     )
     page.locator("li.span").filter(has_text="tools/call echo").first.wait_for()
-    assert row.locator("details").evaluate("d => d.open") is True  # still open
+    assert row.locator(":scope > details").evaluate("d => d.open") is True  # still open
     assert '"a": 19' in detail.inner_text()  # still loaded, not "loading…"
     assert page.evaluate("window.scrollY") == scroll
     assert page.evaluate("document.activeElement.closest('li.span') !== null")  # focus kept
@@ -190,6 +191,35 @@ def test_read_a_live_run_while_it_grows(live_tracecard: RunningServer, watched: 
     seen = len(live_requests)
     page.wait_for_timeout(2_500)  # longer than one polling interval: no request may follow
     assert len(live_requests) == seen, live_requests
-    assert row.locator("details").evaluate("d => d.open") is True
+    assert row.locator(":scope > details").evaluate("d => d.open") is True
     watched.shot("live-run-ended")
     watched.clean()
+
+
+def test_keys_copy_and_dark_mode(night_server: NightServer, browser: Any, tmp_path: Path) -> None:
+    """j / k move between spans and Enter opens one; a copy button copies the span id as
+    recorded; the page follows the reader's dark colour scheme."""
+    context = browser.new_context(viewport={"width": 1360, "height": 900}, color_scheme="dark")
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    try:
+        watched = Watched(context.new_page())
+        page, night = watched.page, night_server.night
+        run = night.runs[("last-night", "refund-order", 1)]
+        refund = night.spans[run][1]
+        page.goto(f"{night_server.url}/runs/{run}")
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(17, 21, 28)", background  # the dark palette
+        for _ in range(4):  # root, chat, lookup_order, issue_refund
+            page.keyboard.press("j")
+        assert page.evaluate("document.activeElement.closest('li.span').id") == f"span-{refund}"
+        page.keyboard.press("k")
+        page.keyboard.press("j")
+        page.keyboard.press("Enter")
+        call = page.locator(f"#span-{refund}")
+        call.locator(".detail").get_by_text('"amount": 425').wait_for()
+        call.locator(".detail dd button.copy").click()
+        assert page.evaluate("navigator.clipboard.readText()") == refund
+        page.screenshot(path=str(tmp_path / "trace-dark.png"), full_page=True)
+        watched.clean()
+    finally:
+        context.close()
