@@ -9,6 +9,7 @@ from tracecard.viewer.assets import stylesheet, vendor_file
 from tracecard.viewer.pages.compare import ComparePages
 from tracecard.viewer.pages.experiments import ExperimentPages
 from tracecard.viewer.pages.runs import RunPages
+from tracecard.viewer.pages.suite_health import SuiteHealthPages
 from tracecard.viewer.pages.trace import TracePages
 from tracecard.viewer.rendering import viewer_error
 
@@ -24,6 +25,7 @@ def viewer_router() -> Router:
             RunPages,
             TracePages,
             ComparePages,
+            SuiteHealthPages,
             vendor_file,
             stylesheet,
         ],

@@ -62,3 +62,26 @@ async def test_audit_history_flags_a_task_every_configuration_passes(
     printed = capsys.readouterr().out
     assert "1 of 2 tasks flagged across 2 experiments" in printed
     assert "passed by every configuration" in printed
+
+
+async def test_the_suite_health_page_shows_the_same_finding(app_settings: Settings) -> None:
+    from litestar.testing import AsyncTestClient
+
+    from tracecard.server.app import create_app
+    from tracecard.traces.store import Store
+
+    good = await _scored_experiment(app_settings, "good", right=True)
+    await _scored_experiment(app_settings, "poor", right=False)
+    async with AsyncTestClient(create_app(app_settings, Store(app_settings.db))) as client:
+        experiment = (await client.get(f"/experiments/{good}")).text
+        link = experiment.split("/suites/", 1)[1].split('"', 1)[0]
+        assert link.endswith("/health")
+        page = await client.get(f"/suites/{link}?component=invocation")
+        assert page.status_code == 200
+        html = page.text
+        assert "Suite health on invocation" in html
+        assert "1 of 2 tasks flagged across 2 configurations" in html
+        assert "passed by every configuration" in html and ">no-tools<" in html
+        outcome = (await client.get(f"/suites/{link}")).text  # neither task has an outcome
+        assert "0 of 2 tasks flagged" in outcome
+        assert (await client.get("/suites/nope/health")).status_code == 404
