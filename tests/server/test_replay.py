@@ -443,3 +443,28 @@ async def test_an_openai_agents_agent_replays_too(world: World) -> None:
     ]
     spans = _proxied(_spans(world, run.id))
     assert spans and {s["attributes"].get("tracecard.replay") for s in spans} == {"recorded"}
+
+
+def test_a_plain_http_miss_is_a_599_or_goes_live(world: World) -> None:
+    answers = {}
+    for on_miss in ("error", "live"):
+        with TracecardClient(world.server.url) as client:
+            replay = {"source": world.source, "on_miss": on_miss}
+            experiment = client.create_experiment(world.suite, {"name": "kb"}, 1, replay)
+        run = next(r for r in experiment.runs if r.task_id == "assign")
+        before = world.kb.requests
+        recorded = httpx.post(f"{run.urls['kb']}lookup", json={"topic": "printer"}, timeout=30)
+        other = httpx.post(f"{run.urls['kb']}lookup", json={"topic": "vpn"}, timeout=30)
+        answers[on_miss] = (recorded, other, world.kb.requests - before)
+    for recorded, _other, _sent in answers.values():
+        assert recorded.status_code == 200 and recorded.json()["topic"] == "printer"
+        assert recorded.headers["x-kb"] == "1"  # the recorded headers come back too
+    missed, sent = answers["error"][1], answers["error"][2]
+    assert missed.status_code == 599 and sent == 0
+    assert missed.json()["reason"] == "replay_miss"
+    assert (
+        'closest recorded: POST /lookup {"arguments":{"topic":"printer"}}'
+        in missed.json()["detail"]
+    )
+    live, sent = answers["live"][1], answers["live"][2]
+    assert live.status_code == 200 and live.json()["topic"] == "vpn" and sent == 1
