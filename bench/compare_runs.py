@@ -7,7 +7,7 @@ in-process (Litestar's TestClient: routing, queries, alignment, Jinja), and `ali
 timed alone too. Besides wall time it reports this process's CPU time per page: on the shared
 2-core machine the wall time mostly measures the other processes' load.
 
-    .venv/bin/python bench/compare_runs.py [--trials 10] [--calls 300] [--repeat 20]
+    .venv/bin/python bench/compare_runs.py [--trials 10] [--calls 300] [--repeat 20] [--noise 0]
         [--db postgresql://postgres@127.0.0.1:5432/EMPTY_DB]
 """
 
@@ -40,10 +40,12 @@ from tracecard.viewer.align import align_calls, canonical_arguments  # noqa: E40
 TOOLS = ("lookup_order", "issue_refund", "read_file", "list_directory", "get_forecast")
 
 
-def trial_calls(plan: list[tuple[str, dict[str, Any]]], rng: random.Random) -> list[Any]:
+def trial_calls(
+    plan: list[tuple[str, dict[str, Any]]], rng: random.Random, noise: float = 1.0
+) -> list[Any]:
     calls: list[tuple[str, dict[str, Any]]] = []
     for tool, arguments in plan:
-        roll = rng.random()
+        roll = rng.random() / noise if noise else 1.0
         if roll < 0.05:
             continue  # skipped
         if roll < 0.10:
@@ -54,7 +56,9 @@ def trial_calls(plan: list[tuple[str, dict[str, Any]]], rng: random.Random) -> l
     return calls
 
 
-def load(store: Store, trials: int, calls: int, rng: random.Random) -> list[list[Any]]:
+def load(
+    store: Store, trials: int, calls: int, rng: random.Random, noise: float = 1.0
+) -> list[list[Any]]:
     plan = [(rng.choice(TOOLS), {"n": i, "path": f"/s/{i}.txt"}) for i in range(calls)]
     sequences = []
     t0 = 1_700_000_000 * 10**9
@@ -72,7 +76,7 @@ def load(store: Store, trials: int, calls: int, rng: random.Random) -> list[list
             )
         )
         spans = []
-        made = trial_calls(plan, rng)
+        made = trial_calls(plan, rng, noise)
         sequences.append([(tool, canonical_arguments(args)) for tool, args in made])
         for n, (tool, arguments) in enumerate(made):
             spans.append(
@@ -126,6 +130,13 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument(
+        "--noise",
+        type=float,
+        default=1.0,
+        help="scales the 5%% skip/retry/other-arguments odds; "
+        "0: every trial makes the plan's calls exactly",
+    )
     parser.add_argument("--db", help="an empty database to use (default: a temporary SQLite file)")
     options = parser.parse_args()
     rng = random.Random(14)
@@ -134,11 +145,12 @@ def main() -> None:
         url = options.db or f"sqlite:///{directory}/bench.db"
         store = Store(url)
         store.create_schema()
-        sequences = load(store, options.trials, options.calls, rng)
+        sequences = load(store, options.trials, options.calls, rng, options.noise)
         settings = Settings(db=url, sandbox_root=f"{directory}/sandboxes")
         results: dict[str, Any] = {
             "database": url.split(":", 1)[0],
             "trials": options.trials,
+            "noise": options.noise,
             "calls_per_trial": max(len(s) for s in sequences),
             "align_calls": timed(lambda: align_calls(sequences), options.repeat),
         }

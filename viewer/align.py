@@ -8,7 +8,8 @@ shifting every later call by one (which index-by-index comparison would do).
 Bounded: the first `ALIGN_CAP` calls of each trial are aligned; calls after that are listed by
 position (row r holds each trial's (cap + r)-th call), and `Alignment.aligned_calls` says where
 that starts. A column's score is a set lookup and the similarity that picks the seed is a
-multiset overlap, so 10 trials x 300 calls cost k-1 alignments of cap x cap cells.
+multiset overlap, so 10 trials x 300 calls cost k-1 alignments of cap x cap cells (fewer when
+trials repeat one another exactly: a twin takes its twin's rows).
 """
 
 from __future__ import annotations
@@ -175,7 +176,15 @@ def align_calls(sequences: Sequence[Sequence[CallKey]], cap: int = ALIGN_CAP) ->
         [i if t == seed else None for t in range(count)] for i in range(len(sequences[seed]))
     ]
     profile: list[_Column] = [_Column([key]) for key in sequences[seed]]
+    # A trial that made exactly the calls of one already aligned goes on its twin's rows: every
+    # call a MATCH and no extra gap, which no other placement beats (no table to fill).
+    placed = {tuple(sequences[seed]): seed}
     for trial in order:
+        twin = placed.setdefault(tuple(sequences[trial]), trial)
+        if twin != trial:
+            for row in rows:
+                row[trial] = row[twin]
+            continue
         merged_rows: list[list[int | None]] = []
         merged_profile: list[_Column] = []
         for column, index in _align_to_profile(profile, sequences[trial]):

@@ -133,3 +133,12 @@ def test_past_the_cap_calls_are_listed_by_position() -> None:
             range(len(calls))
         )
     assert align_calls([a, a]).aligned_calls is None  # under the cap: nothing is cut
+
+
+def test_a_trial_identical_to_another_takes_its_rows() -> None:
+    # the twin's rows, without a table of its own: the same as aligning it would give
+    retry = [BAD_LOOKUP, LOOKUP, REFUND]
+    alignment = align_calls([[LOOKUP, REFUND], retry, [LOOKUP], retry, [LOOKUP, REFUND]])
+    assert column(alignment.rows, 3) == column(alignment.rows, 1) == [0, 1, 2]
+    assert column(alignment.rows, 4) == column(alignment.rows, 0) == [None, 0, 1]
+    assert column(alignment.rows, 2) == [None, 0, None]
