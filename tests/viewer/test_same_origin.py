@@ -60,6 +60,8 @@ def test_no_page_requests_another_origin(
     requests = Requests(browser_context, url)
     last_night, last_week = night.experiments["last-night"], night.experiments["last-week"]
     failed = night.runs[("last-night", "refund-order", 1)]
+    run = night_server.store.get_run(failed)
+    assert run is not None and run.suite_version
     pages = {
         "home": "/",
         "experiments": "/experiments",
@@ -71,6 +73,7 @@ def test_no_page_requests_another_origin(
         "compare-runs": f"/compare/runs?experiment={last_night}&task=refund-order",
         "compare-experiments-empty": "/compare/experiments",
         "compare-experiments": f"/compare/experiments?a={last_week}&b={last_night}",
+        "suite-health": f"/suites/{run.suite_version}/health",
         "schema": "/schema",
     }
     try:
