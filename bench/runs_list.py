@@ -32,7 +32,7 @@ from litestar.testing import TestClient  # noqa: E402
 
 from tracecard.server.app import create_app  # noqa: E402
 from tracecard.server.settings import Settings  # noqa: E402
-from tracecard.traces.search import write_documents  # noqa: E402
+from tracecard.traces.search import time_rowid, write_documents  # noqa: E402
 from tracecard.traces.store import Store  # noqa: E402
 
 CHUNK = 20_000
@@ -78,7 +78,7 @@ def load(store: Store, count: int, rng: random.Random) -> None:
         " tool_name, error_type, role, attributes, events, resource, links",
     )
     for rows in _chunks(count):
-        runs, scores, spans, documents = [], [], [], []
+        runs, scores, spans, documents, fts = [], [], [], [], []
         for i in rows:
             run_id = f"{i:016x}"
             created = base + timedelta(seconds=i)
@@ -102,7 +102,9 @@ def load(store: Store, count: int, rng: random.Random) -> None:
             if i == count // 2:
                 words.append("zanzibarville")  # one run
             tool = rng.choice(TOOLS)
-            documents.append((run_id, f"{tool}\n" + " ".join(words)))
+            documents.append((run_id, created, f"{tool}\n" + " ".join(words)))
+            if sqlite:  # one slot per second here: the row tracecard would give it
+                fts.append((time_rowid(created), run_id, documents[-1][2]))
             for n in range(2):
                 spans.append(
                     (f"{i:012x}{n:04x}", f"{i:032x}", run_id, run_id, f"tools/call {tool}", 3,
@@ -116,10 +118,15 @@ def load(store: Store, count: int, rng: random.Random) -> None:
             cursor.executemany(run_sql, runs)
             cursor.executemany(score_sql, scores)
             cursor.executemany(span_sql, spans)
+            if sqlite:
+                cursor.executemany(
+                    "INSERT INTO run_search (rowid, run_id, body) VALUES (?, ?, ?)", fts
+                )
             connection.commit()
         finally:
             connection.close()
-        write_documents(store, documents)
+        if not sqlite:
+            write_documents(store, documents)
 
 
 def timed(call: Callable[[], Any], repeat: int) -> dict[str, float]:

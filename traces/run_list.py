@@ -16,12 +16,19 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqlalchemy import String, and_, cast, exists, false, func, not_, or_, select, true
+from sqlalchemy import String, and_, cast, exists, false, func, not_, or_, select, text, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from tracecard.traces import semconv
 from tracecard.traces.models import RunRow, ScoreRow, SpanRow
-from tracecard.traces.search import matching
+from tracecard.traces.search import (
+    SLOTS,
+    fts_expression,
+    matching,
+    newest_matches,
+    parse_terms,
+    time_rowid,
+)
 from tracecard.traces.store import Store
 
 __all__ = ["COUNT_CAP", "SORTS", "VERDICT_FILTERS", "RunList", "RunQuery", "find_runs"]
@@ -41,6 +48,8 @@ PAGE_MAX: Final = 500
 # Matching runs are counted up to this many: past it the list says "more than 10,000", so a
 # broad filter over a million runs does not scan them all to say how many there are.
 COUNT_CAP: Final = 10_000
+SEARCH_BATCH_MAX: Final = 20_000  # matching documents read at once (newest first)
+SEARCH_COUNT_BUDGET: Final = 200_000  # documents read to count a search among other filters
 
 
 @dataclass(frozen=True)
@@ -80,10 +89,11 @@ class RunList:
     runs: list[RunRow]
     next_cursor: str | None
     total: int
+    exact: bool = True  # False: the count stopped early, `total` is a lower bound
 
     @property
     def more(self) -> bool:
-        return self.total > COUNT_CAP
+        return self.total > COUNT_CAP or not self.exact
 
 
 def _utc(moment: datetime) -> datetime:
@@ -130,7 +140,9 @@ def _verdict(runs: Any, scores: Any, verdict: str) -> ColumnElement[bool]:
     return conditions[verdict]()
 
 
-def _conditions(store: Store, query: RunQuery) -> list[ColumnElement[bool]]:
+def _conditions(
+    store: Store, query: RunQuery, with_text: bool = True
+) -> list[ColumnElement[bool]]:
     runs: Any = RunRow
     spans: Any = SpanRow
     scores: Any = ScoreRow
@@ -169,10 +181,73 @@ def _conditions(store: Store, query: RunQuery) -> list[ColumnElement[bool]]:
         where.append(runs.created_at >= _utc(query.since))
     if query.until:
         where.append(runs.created_at < _utc(query.until))
-    if query.text:
+    if query.text and with_text:
         found = matching(store, query.text)
         where.append(found if found is not None else false())
     return where
+
+
+def _newest_first_search(store: Store, query: RunQuery) -> bool:
+    """Whether the search reads the full-text index newest first and stops when the page is
+    full (SQLite, newest first); otherwise the index is one IN condition among the others."""
+    return bool(query.text) and store.engine.dialect.name == "sqlite" and (
+        query.sort == "created" and query.descending
+    )
+
+
+def _searched_page(
+    store: Store, query: RunQuery, page: list[ColumnElement[bool]], before: int | None, limit: int
+) -> list[RunRow]:
+    """The page's runs, from the newest matching documents in growing batches."""
+    runs: Any = RunRow
+    assert query.text is not None
+    found: list[RunRow] = []
+    batch = max(4 * (limit + 1), 200)
+    with store.session() as session:
+        while True:
+            matches = newest_matches(store, query.text, before, batch)
+            if not matches:
+                break
+            chosen = select(RunRow).where(*page, runs.id.in_([run for _row, run in matches]))
+            found.extend(session.scalars(chosen.order_by(runs.created_at.desc(), runs.id.desc())))
+            if len(found) > limit or len(matches) < batch:
+                break
+            before, batch = matches[-1][0], min(batch * 4, SEARCH_BATCH_MAX)
+    return found[: limit + 1]
+
+
+def _searched_count(
+    store: Store, query: RunQuery, others: list[ColumnElement[bool]]
+) -> tuple[int, bool]:
+    """(matching runs up to COUNT_CAP + 1, exact?): the index alone when search is the only
+    filter; else batches of matches checked against the other filters, within a budget."""
+    runs: Any = RunRow
+    assert query.text is not None
+    if not others:
+        terms = parse_terms(query.text)
+        sql = text(
+            "SELECT count(*) FROM (SELECT 1 FROM run_search WHERE run_search MATCH :match "
+            "LIMIT :cap)"
+        )
+        with store.engine.connect() as connection:
+            values = {"match": fts_expression(terms), "cap": COUNT_CAP + 1}
+            return int(connection.execute(sql, values).scalar_one()), True
+    total, before, read = 0, None, 0
+    with store.session() as session:
+        while total <= COUNT_CAP:
+            matches = newest_matches(store, query.text, before, SEARCH_BATCH_MAX)
+            if not matches:
+                return total, True
+            ids = [run for _row, run in matches]
+            counted = select(func.count()).select_from(RunRow).where(*others, runs.id.in_(ids))
+            total += int(session.execute(counted).scalar_one())
+            read += len(matches)
+            if len(matches) < SEARCH_BATCH_MAX:
+                return total, True
+            if read >= SEARCH_COUNT_BUDGET:
+                return total, False
+            before = matches[-1][0]
+    return total, True
 
 
 def find_runs(
@@ -183,7 +258,8 @@ def find_runs(
     sort = query.sort if query.sort in SORTS else "created"
     column = getattr(runs, _SORT_COLUMNS[sort])
     limit = max(1, min(limit, PAGE_MAX))
-    where = _conditions(store, query)
+    fast_search = _newest_first_search(store, query)
+    where = _conditions(store, query, with_text=not fast_search)
     page = list(where)
     position = _decode(sort, cursor) if cursor else None
     if position is not None:
@@ -193,12 +269,18 @@ def find_runs(
         else:
             page.append(or_(column > value, and_(column == value, runs.id > run_id)))
     order = (column.desc(), runs.id.desc()) if query.descending else (column.asc(), runs.id.asc())
-    listing = select(RunRow).where(*page).order_by(*order).limit(limit + 1)
-    capped = select(runs.id).where(*where).limit(COUNT_CAP + 1).subquery()
-    counting = select(func.count()).select_from(capped)
-    with store.session() as session:
-        rows = list(session.scalars(listing))
-        total = int(session.execute(counting).scalar_one())
+    if fast_search:
+        before = time_rowid(position[0]) + SLOTS if position is not None else None
+        rows = _searched_page(store, query, page, before, limit)
+        total, exact = _searched_count(store, query, where)
+    else:
+        listing = select(RunRow).where(*page).order_by(*order).limit(limit + 1)
+        capped = select(runs.id).where(*where).limit(COUNT_CAP + 1).subquery()
+        counting = select(func.count()).select_from(capped)
+        with store.session() as session:
+            rows = list(session.scalars(listing))
+            total, exact = int(session.execute(counting).scalar_one()), True
     more = len(rows) > limit
     rows = rows[:limit]
-    return RunList(rows, _encode(sort, rows[-1]) if more and rows else None, total)
+    cursor_next = _encode(sort, rows[-1]) if more and rows else None
+    return RunList(rows, cursor_next, total, exact)

@@ -8,9 +8,9 @@ words, as the index splits them.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import String, column, select, text
@@ -20,19 +20,32 @@ from tracecard.traces import semconv
 from tracecard.traces.models import RunRow, SpanRow
 from tracecard.traces.store import Store
 
-__all__ = ["DOCUMENT_MAX_CHARS", "index_runs", "matching", "parse_terms", "search_document"]
+__all__ = [
+    "DOCUMENT_MAX_CHARS",
+    "SLOTS",
+    "fts_expression",
+    "index_runs",
+    "matching",
+    "newest_matches",
+    "parse_terms",
+    "search_document",
+    "time_rowid",
+    "write_documents",
+]
 
 DOCUMENT_MAX_CHARS = 200_000  # of one run's document; the rest is not searchable
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
 _WORD = re.compile(r"\w+", re.UNICODE)
-_I64 = 1 << 63
 
 
-def _rowid(run_id: str) -> int:
-    """The FTS5 row of a run: a stable signed 64-bit number from its id."""
-    digest = hashlib.blake2b(run_id.encode(), digest_size=8).digest()
-    value = int.from_bytes(digest, "big")
-    return value - (1 << 64) if value >= _I64 else value
+SLOTS = 8  # FTS5 rows per microsecond of creation time (runs created in the same one)
+
+
+def time_rowid(created: datetime) -> int:
+    """The first FTS5 row of a run created at `created`: rows are in creation order, so the
+    newest matches are read first and a page stops reading once it is full."""
+    moment = created if created.tzinfo is not None else created.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1_000_000) * SLOTS
 
 
 def search_document(store: Store, run: RunRow) -> str:
@@ -65,15 +78,16 @@ def search_document(store: Store, run: RunRow) -> str:
 
 def index_runs(store: Store, run_ids: Sequence[str]) -> None:
     """(Re)write the search documents of these runs."""
+    documents = []
     for run_id in run_ids:
         run = store.get_run(run_id)
-        if run is None:
-            continue
-        write_documents(store, [(run.id, search_document(store, run))])
+        if run is not None:
+            documents.append((run.id, run.created_at, search_document(store, run)))
+    write_documents(store, documents)
 
 
-def write_documents(store: Store, documents: Sequence[tuple[str, str]]) -> None:
-    """Store (run id, document text) pairs, replacing a run's earlier document."""
+def write_documents(store: Store, documents: Sequence[tuple[str, datetime, str]]) -> None:
+    """Store (run id, created at, document text), replacing a run's earlier document."""
     if not documents:
         return
     with store.writing() as session:
@@ -84,14 +98,23 @@ def write_documents(store: Store, documents: Sequence[tuple[str, str]]) -> None:
                     "VALUES (:run, to_tsvector('simple', :body)) "
                     "ON CONFLICT (run_id) DO UPDATE SET document = excluded.document"
                 ),
-                [{"run": r, "body": body} for r, body in documents],
+                [{"run": r, "body": body} for r, _created, body in documents],
             )
             return
-        rows = [{"row": _rowid(r), "run": r, "body": body} for r, body in documents]
-        session.execute(text("DELETE FROM run_search WHERE rowid = :row"), rows)
-        session.execute(
-            text("INSERT INTO run_search (rowid, run_id, body) VALUES (:row, :run, :body)"), rows
-        )
+        taken = text("SELECT rowid, run_id FROM run_search WHERE rowid >= :low AND rowid < :high")
+        for run_id, created, body in documents:
+            low = time_rowid(created)
+            used = dict(session.execute(taken, {"low": low, "high": low + SLOTS}).all())
+            mine = [row for row, owner in used.items() if owner == run_id]
+            free = [row for row in range(low, low + SLOTS) if row not in used]
+            row = mine[0] if mine else free[0] if free else None
+            if row is None:  # more than SLOTS runs in one microsecond: share the last row
+                row = low + SLOTS - 1
+            session.execute(text("DELETE FROM run_search WHERE rowid = :row"), {"row": row})
+            session.execute(
+                text("INSERT INTO run_search (rowid, run_id, body) VALUES (:row, :run, :body)"),
+                {"row": row, "run": run_id, "body": body},
+            )
 
 
 def parse_terms(query: str) -> list[tuple[list[str], bool]]:
@@ -111,6 +134,14 @@ def parse_terms(query: str) -> list[tuple[list[str], bool]]:
     return terms[:16]
 
 
+def fts_expression(terms: list[tuple[list[str], bool]]) -> str:
+    """The FTS5 MATCH expression of parsed terms (every term quoted: no FTS5 syntax leaks)."""
+    parts = []
+    for words, prefix in terms:
+        parts.append('"' + " ".join(words) + '"' + ("*" if prefix else ""))
+    return " AND ".join(parts)
+
+
 def matching(store: Store, query: str) -> ColumnElement[bool] | None:
     """A condition on `runs.id` for runs whose document matches `query` (None: no terms)."""
     terms = parse_terms(query)
@@ -126,12 +157,25 @@ def matching(store: Store, query: str) -> ColumnElement[bool] | None:
             "SELECT run_id FROM run_search WHERE document @@ to_tsquery('simple', :tsquery)"
         ).bindparams(tsquery=" & ".join(parts))
     else:
-        parts = []
-        for words, prefix in terms:
-            phrase = '"' + " ".join(words) + '"'
-            parts.append(phrase + ("*" if prefix else ""))
         found = text("SELECT run_id FROM run_search WHERE run_search MATCH :match").bindparams(
-            match=" AND ".join(parts)
+            match=fts_expression(terms)
         )
     condition: ColumnElement[bool] = runs.id.in_(found.columns(column("run_id", String)))
     return condition
+
+
+def newest_matches(
+    store: Store, query: str, before: int | None, count: int
+) -> list[tuple[int, str]]:
+    """SQLite: up to `count` (row, run id) of the newest matching documents below row `before`,
+    newest first; FTS5 reads only those. [] when the query has no terms."""
+    terms = parse_terms(query)
+    if not terms:
+        return []
+    sql = "SELECT rowid, run_id FROM run_search WHERE run_search MATCH :match"
+    if before is not None:
+        sql += " AND rowid < :before"
+    sql += " ORDER BY rowid DESC LIMIT :count"
+    values = {"match": fts_expression(terms), "before": before, "count": count}
+    with store.engine.connect() as connection:
+        return [(int(row), str(run)) for row, run in connection.execute(text(sql), values)]

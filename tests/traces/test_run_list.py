@@ -111,6 +111,12 @@ def test_search_finds_a_run_by_a_word_in_a_tool_result(store: Store) -> None:
     found = find_runs(store, RunQuery(text="friday"))
     assert {r.id for r in found.runs} == good and found.total == 7
     assert {r.id for r in find_runs(store, RunQuery(text="Frid*")).runs} == good
+    paged = _all_pages(store, RunQuery(text="friday"), limit=2)  # cursors through the search
+    newest_first = sorted(
+        (store.get_run(r) for r in good), key=lambda r: (r.created_at, r.id), reverse=True  # type: ignore[union-attr]
+    )
+    assert paged == [r.id for r in newest_first]  # type: ignore[union-attr]
+    assert len(_all_pages(store, RunQuery(text="friday", sort="calls"), limit=3)) == 7
     assert {r.id for r in find_runs(store, RunQuery(text='"on friday" ship')).runs} == good
     assert find_runs(store, RunQuery(text='"friday on"')).total == 0  # a phrase keeps its order
     # a word of a final answer; search combines with the other filters

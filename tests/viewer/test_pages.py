@@ -145,7 +145,7 @@ async def test_runs_pages_follow_the_cursor(night_client: NightClient) -> None:
             break
         assert "limit=20" in url
     assert len(seen) == len(set(seen)) == 42  # 40 trials, the hostile run, the live run
-    assert "First page" in html and "42</strong> runs" in html
+    assert "First page" in html and "<strong>42 runs</strong>" in html
 
 
 async def test_hostile_payloads_are_escaped_text(night_client: NightClient) -> None:

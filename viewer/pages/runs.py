@@ -18,7 +18,7 @@ from tracecard.scorers.types import LIVE_STATUSES, RUN_STATUSES
 from tracecard.scorers.verdict import VERDICTS, RunVerdict, run_verdict
 from tracecard.traces import queries
 from tracecard.traces.models import RunRow, ScoreRow
-from tracecard.traces.run_list import SORTS, RunQuery, find_runs
+from tracecard.traces.run_list import COUNT_CAP, SORTS, RunList, RunQuery, find_runs
 from tracecard.traces.run_summary import RunSummary, summarize_runs
 from tracecard.traces.store import Store
 from tracecard.viewer.rendering import html_response, page_response, render_html
@@ -139,8 +139,7 @@ def _runs_html(store: Store, params: dict[str, str], fragment: bool) -> str:
     )
     context = {
         "lines": run_lines(store, listing.runs),
-        "total": listing.total,
-        "more": listing.more,
+        "total_label": _total_label(listing),
         "filters": shown,
         "query": query,
         "sort_url": sort_url,
@@ -152,6 +151,14 @@ def _runs_html(store: Store, params: dict[str, str], fragment: bool) -> str:
         "flags": FLAGS,
     }
     return render_html("_runs_table.html" if fragment else "runs.html", **context)
+
+
+def _total_label(listing: RunList) -> str:
+    """"1 run", "1,234 runs", "More than 10,000 runs", "At least 2,500 runs"."""
+    if listing.total > COUNT_CAP:
+        return f"More than {COUNT_CAP:,} runs"
+    word = "run" if listing.total == 1 else "runs"
+    return f"{listing.total:,} {word}" if listing.exact else f"At least {listing.total:,} runs"
 
 
 def _options_html(store: Store) -> str:
