@@ -19,7 +19,6 @@ from sqlalchemy import select
 from tracecard.traces import semconv as sc
 from tracecard.traces.models import RunRow, SpanRow
 from tracecard.traces.store import Store, span_row_to_dict
-from tracecard.traces.trial_calls import first_agent_calls
 from tracecard.viewer.conversation import ModelView, TranscriptEntry
 from tracecard.viewer.payloads import Image, parse_json_text, pretty, readable_result
 from tracecard.viewer.trace_view import span_error
@@ -168,6 +167,12 @@ def _turn_entry(span: dict[str, Any]) -> StoryEntry | None:
     )
 
 
+def _is_tool_call(span: dict[str, Any]) -> bool:
+    """An agent tool call tracecard observed, from the outline (role and tool name columns)."""
+    attributes = span.get("attributes") or {}
+    return attributes.get(sc.ROLE) == sc.ROLE_AGENT and sc.GEN_AI_TOOL_NAME in attributes
+
+
 def build_story(
     store: Store,
     run: RunRow,
@@ -182,20 +187,32 @@ def build_story(
     if full is not None:
         spans: list[dict[str, Any]] = list(full)
     else:
-        read = first_agent_calls(store, [run], MAX_CALLS)
-        spans = read.spans.get(run.id, [])
-        story.more_from = read.next_call.get(run.id)
-        total = read.totals.get(run.id, 0)
+        # the outline says which spans are the agent's tool calls and which are checks: read
+        # the first MAX_CALLS calls, the checks and the root (whose events are the scores)
+        # in one query by primary key
+        call_ids = [s["span_id"] for s in outline if _is_tool_call(s)]
+        total = len(call_ids)
+        if total > MAX_CALLS:
+            story.more_from = call_ids[MAX_CALLS]
         verifier = [
             s["span_id"]
             for s in outline
             if (s.get("attributes") or {}).get(sc.ROLE) == sc.ROLE_VERIFIER
         ][:MAX_CHECKS]
-        # the checks and the root (whose events are the scores) in one query
-        spans += spans_by_id(store, [*verifier, run.root_span_id])
+        turns = [
+            s["span_id"]
+            for s in outline
+            if str(s.get("name") or "").startswith("turn ")
+            and sc.ROLE not in (s.get("attributes") or {})
+        ]
+        wanted = [*call_ids[:MAX_CALLS], *verifier, *turns, run.root_span_id]
+        spans = sorted(
+            spans_by_id(store, wanted),
+            key=lambda s: (s["start_time_unix_nano"], s["span_id"]),
+        )
     story.spans = {str(s["span_id"]): s for s in spans}
     requested = set(model.requested_by) if model is not None else set()
-    calls = []
+    calls: list[StoryEntry] = []
     for span in spans:
         attributes = span.get("attributes") or {}
         if attributes.get(sc.ROLE) == sc.ROLE_VERIFIER:

@@ -232,13 +232,21 @@ def build_trace(spans: Sequence[dict[str, Any]], scores: Iterable[ScoreRow]) -> 
     scale = BAR_SCALE / (t1 - t0) if t1 > t0 else 0.0
     lines: list[SpanLine] = []
     by_id: dict[str, SpanLine] = {}
+    last = BAR_SCALE - MIN_BAR
     for span, depth in _tree_order(spans):
         attributes = span.get("attributes") or {}
         start = int(span.get("start_time_unix_nano") or 0)
         end_raw = span.get("end_time_unix_nano")
         end = int(end_raw) if end_raw is not None else None
+        # the bar, clamped to the axis: at least MIN_BAR wide, never past its end
         offset = (start - t0) * scale
-        width = max(((end if end is not None else t1) - start) * scale, MIN_BAR)
+        if offset > last:
+            offset = last
+        width = ((end if end is not None else t1) - start) * scale
+        if width < MIN_BAR:
+            width = MIN_BAR
+        if width > BAR_SCALE - offset:
+            width = BAR_SCALE - offset
         tool = attributes.get(sc.GEN_AI_TOOL_NAME)
         method = attributes.get(sc.MCP_METHOD_NAME)
         role = attributes.get(sc.ROLE)
@@ -249,14 +257,14 @@ def build_trace(spans: Sequence[dict[str, Any]], scores: Iterable[ScoreRow]) -> 
             depth=depth,
             start_ns=start,
             end_ns=end,
-            offset=round(min(offset, BAR_SCALE - MIN_BAR), 2),
-            width=round(min(width, BAR_SCALE - min(offset, BAR_SCALE - MIN_BAR)), 2),
+            offset=offset,
+            width=width,
             method=str(method) if method is not None else None,
             tool=str(tool) if tool is not None else None,
             role=str(role) if role is not None else None,
             error=span_error(span),
-            source=span_source(span),
-            turn_user=_turn_user(span, attributes),
+            source=span_source(span) if span.get("resource") else None,
+            turn_user=_turn_user(span, attributes) if sc.TURN_INDEX in attributes else None,
             reported=attributes.get(sc.EVIDENCE) == sc.EVIDENCE_AGENT_REPORTED,
         )
         lines.append(line)
