@@ -182,8 +182,8 @@ def align_calls(sequences: Sequence[Sequence[CallKey]], cap: int = ALIGN_CAP) ->
     for trial in order:
         twin = placed.setdefault(tuple(sequences[trial]), trial)
         if twin != trial:
-            for row in rows:
-                row[trial] = row[twin]
+            for twin_row in rows:
+                twin_row[trial] = twin_row[twin]
             continue
         merged_rows: list[list[int | None]] = []
         merged_profile: list[_Column] = []
