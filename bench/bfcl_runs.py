@@ -57,6 +57,12 @@ def _rescoring_ms(db: Path) -> float:
         store.dispose()
 
 
+def _value(summary: dict[str, Any], component: str) -> float | None:
+    stat = summary.get("components", {}).get(component, {}).get("pass_rate") or {}
+    value = stat.get("value") if isinstance(stat, dict) else stat
+    return value if isinstance(value, float | int) else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=200)
@@ -123,10 +129,9 @@ def main() -> int:
         "turn_spans": _ms(turns),
         "scoring_ms_per_run": scoring,
         "exit_code": done.returncode,
-        "outcome_pass_rate": summary.get("components", {}).get("outcome", {}).get("pass_rate"),
-        "invocation_pass_rate": summary.get("components", {})
-        .get("invocation", {})
-        .get("pass_rate"),
+        # scorecard schema 2: each statistic is {value, low, high, n_tasks}
+        "outcome_pass_rate": _value(summary, "outcome"),
+        "invocation_pass_rate": _value(summary, "invocation"),
     }
     print(json.dumps(result, indent=1))
     return 0

@@ -13,7 +13,9 @@ from .types import ComponentScore, RunFacts, Span
 __all__ = ["score_completion"]
 
 NAME = "completion"
-VERSION = "2"  # 2: no answer from the agent -> the model's last answer (model spans)
+# 2: no answer from the agent -> the model's last answer (model spans)
+# 3: a run that did not end on its own (errored, timed out, aborted) never passes
+VERSION = "3"
 _NOT_ENDED = ("running", "pending")
 
 
@@ -25,7 +27,9 @@ def _score(value: float | None, passed: bool | None, evidence: dict[str, Any]) -
 
 @scorer(name=NAME, component=NAME, version=VERSION)
 def score_completion(task: Task, spans: Sequence[Span], facts: RunFacts) -> ComponentScore:
-    """0 when the run did not end on its own; else the fraction of answer checks that hold."""
+    """0 when the run did not end on its own; else the fraction of answer checks that hold
+    (with `require_finished = false` a run that did not end on its own keeps that fraction and
+    fails)."""
     spec = task.completion
     if spec is None:
         return _score(None, None, {"reason": "task has no completion expectations"})
@@ -55,4 +59,7 @@ def score_completion(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
         evidence["reason"] = "no final answer"
     held = sum(1 for r in results if r["passed"])
     value = held / len(results) if results else 1.0
+    if facts.status != "finished":  # require_finished = false: the answer's value, never a pass
+        evidence["reason"] = f"run did not end on its own (status {facts.status}): never a pass"
+        return _score(value, False, evidence)
     return _score(value, value == 1.0, evidence)

@@ -12,12 +12,24 @@ from .registry import scorer
 from .suite import Task
 from .types import ComponentScore, RunFacts, Span
 
-__all__ = ["call_identity", "score_efficiency"]
+__all__ = ["call_identity", "executes_calls", "expects_no_calls", "score_efficiency"]
 
 NAME = "efficiency"
 # 2: model turns, tokens and model latency (and their budgets); 3: failed model requests are
 # `model_errors`, not turns, and unreported usage is unknown (None), not 0
-VERSION = "3"
+# 4: a run without tool calls is not evaluated, unless the task expects none (then 1.0)
+VERSION = "4"
+
+
+def expects_no_calls(task: Task) -> bool:
+    """The task asks for no tool call (abstention, or an optimal count of 0)."""
+    spec = task.invocation
+    return (spec is not None and spec.expect_no_calls) or task.efficiency.optimal_calls == 0
+
+
+def executes_calls(task: Task) -> bool:
+    # tasks that check the model's requested calls (BFCL's) execute none: calls are not counted
+    return task.invocation is None or task.invocation.source == "tools"
 
 
 def call_identity(call: ToolCall) -> str:
@@ -34,7 +46,8 @@ def _recovered(calls: Sequence[ToolCall], index: int) -> bool:
 
 @scorer(name=NAME, component=NAME, version=VERSION)
 def score_efficiency(task: Task, spans: Sequence[Span], facts: RunFacts) -> ComponentScore:
-    """Product of call economy, non-redundancy, error handling and (optionally) latency."""
+    """Product of call economy, non-redundancy, error handling and (optionally) latency; not
+    evaluated for a run without tool calls unless the task expects none (then 1.0)."""
     spec = task.efficiency
     calls = agent_calls(spans)
     n = len(calls)
@@ -92,10 +105,19 @@ def score_efficiency(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
         "model_latency_ms": round(model_latency_ms, 3),
         "parts": {k: round(v, 6) for k, v in parts.items()},
     }
+    result: float | None = value
+    passed: bool | None = value >= spec.pass_threshold
+    if n == 0 and executes_calls(task) and not expects_no_calls(task):
+        # Doing nothing is not efficient: with no call there is no efficiency to measure.
+        evidence["reason"] = (
+            "no tool calls: efficiency is not evaluated for a run that did nothing (the task "
+            "expects calls)"
+        )
+        result, passed = None, None
     return ComponentScore(
         component=NAME,
-        value=value,
-        passed=value >= spec.pass_threshold,
+        value=result,
+        passed=passed,
         evidence=evidence,
         scorer=NAME,
         version=VERSION,

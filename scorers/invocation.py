@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .calls import ToolCall, agent_calls
+from .efficiency import call_identity
 from .model import model_turns, requested_as_tool_calls
 from .redacted import fingerprinting
 from .registry import scorer
@@ -14,14 +15,17 @@ from .suite import Task
 from .turns import calls_by_turn, turn_spans
 from .types import ComponentScore, RunFacts, Span
 
-__all__ = ["call_matches", "evaluate_calls", "match_calls", "score_invocation"]
+__all__ = ["call_matches", "evaluate_calls", "match_calls", "repeated_calls", "score_invocation"]
 
 _NOT_EVALUATED = ": not evaluated: "
 NAME = "invocation"
 # 2: per-turn expectations, matchers on results; 3: source, model abstention
 # 4: redacted arguments compared by fingerprint; regex/number on them not evaluated; strict
 # 5: matchers' `normalize` ("python", "bfcl"), `type` and `items`
-VERSION = "5"
+# 6: identical calls beyond the suite's max_repeats are charged (allow_extra too) and fail; a
+#    run that did not end on its own (errored, timed out, aborted) never passes
+VERSION = "6"
+_ENDED_BADLY = ("errored", "timed_out", "aborted")
 
 
 def call_matches(expected: ExpectedCall, call: ToolCall) -> list[str]:
@@ -138,18 +142,39 @@ def _undecided(row: dict[str, Any]) -> bool:
     )
 
 
+def repeated_calls(calls: list[ToolCall], max_repeats: int) -> list[dict[str, Any]]:
+    """Identical calls (tool, upstream, arguments) made more than `max_repeats` times: the
+    tool, how many times, and the span ids of the calls beyond the allowance."""
+    groups: dict[str, list[ToolCall]] = {}
+    for call in calls:
+        groups.setdefault(call_identity(call), []).append(call)
+    return [
+        {
+            "tool": same[0].tool,
+            "times": len(same),
+            "charged": [c.span_id for c in same[max_repeats:]],
+        }
+        for same in groups.values()
+        if len(same) > max_repeats
+    ]
+
+
 def evaluate_calls(
-    spec: InvocationSpec, calls: list[ToolCall]
+    spec: InvocationSpec, calls: list[ToolCall], max_repeats: int = 2
 ) -> tuple[float | None, bool | None, dict[str, Any]]:
     """(value, passed, evidence) of `calls` against one invocation spec: F1 over matched calls,
-    or abstention when the spec expects no call; None when a match could not be judged."""
+    or abstention when the spec expects no call; None when a match could not be judged.
+    Identical calls beyond `max_repeats` count against precision even with `allow_extra`, and
+    fail the score."""
     if spec.expect_no_calls:
         return _abstention(calls)
     pairs = match_calls(spec, calls)
     matched = len(pairs)
     used = set(pairs.values())
     extras = [c for i, c in enumerate(calls) if i not in used]
-    counted = len(calls) if not spec.allow_extra else matched
+    repeats = repeated_calls(calls, max_repeats)
+    charged = sum(len(r["charged"]) for r in repeats)
+    counted = len(calls) if not spec.allow_extra else matched + charged
     precision = matched / counted if counted else 0.0
     recall = matched / len(spec.calls)
     f1 = 2 * matched / (len(spec.calls) + counted) if matched else 0.0
@@ -179,6 +204,13 @@ def evaluate_calls(
     if undecided:
         evidence["reason"] = f"expected call(s) {undecided} could not be judged (see closest)"
         return None, None, evidence
+    if repeats:
+        evidence["max_repeats"] = max_repeats
+        evidence["repeated"] = repeats
+        evidence["reason"] = f"identical calls beyond max_repeats = {max_repeats}: " + ", ".join(
+            f"{r['tool']} ×{r['times']}" for r in repeats
+        )
+        return f1, False, evidence
     return f1, f1 == 1.0, evidence
 
 
@@ -206,7 +238,9 @@ def _score_turns(task: Task, spans: Sequence[Span]) -> ComponentScore:
         if index not in reached:
             row |= {"value": 0.0, "passed": False, "reason": "turn not reached"}
         else:
-            value, passed, evidence = evaluate_calls(turn.invocation, grouped.get(index, []))
+            value, passed, evidence = evaluate_calls(
+                turn.invocation, grouped.get(index, []), task.scoring.max_repeats
+            )
             row |= {"value": value, "passed": passed, "span_id": reached[index].span_id}
             row |= evidence
         rows.append(row)
@@ -227,7 +261,17 @@ def _score_turns(task: Task, spans: Sequence[Span]) -> ComponentScore:
 @scorer(name=NAME, component=NAME, version=VERSION)
 def score_invocation(task: Task, spans: Sequence[Span], facts: RunFacts) -> ComponentScore:
     """F1 of expected calls matched by agent calls (blocked calls count as attempted); for a
-    multi-turn task, per turn, averaged over the turns that say what they expect."""
+    multi-turn task, per turn, averaged over the turns that say what they expect. Identical
+    calls beyond the suite's `max_repeats` fail it; so does a run that did not end on its own."""
+    score = _score_calls(task, spans, facts)
+    if facts.status in _ENDED_BADLY and score.passed:
+        # the calls matched, but a run that did not end on its own never passes
+        evidence = {**score.evidence, "reason": f"run did not end on its own ({facts.status})"}
+        return _score(score.value, False, evidence)
+    return score
+
+
+def _score_calls(task: Task, spans: Sequence[Span], facts: RunFacts) -> ComponentScore:
     with fingerprinting(facts.fingerprint):
         if any(turn.invocation is not None for turn in task.turns):
             return _score_turns(task, spans)
@@ -239,7 +283,7 @@ def score_invocation(task: Task, spans: Sequence[Span], facts: RunFacts) -> Comp
         calls = requested if spec.source == "model" else agent_calls(spans)
         if spec.expect_no_calls and spec.source == "tools" and requested:
             calls = calls + requested  # abstaining is the model's choice: a requested call counts
-        value, passed, evidence = evaluate_calls(spec, calls)
+        value, passed, evidence = evaluate_calls(spec, calls, task.scoring.max_repeats)
         evidence["source"] = spec.source
         if spec.source == "model":
             evidence["model_turns"] = len(turns)

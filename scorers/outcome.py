@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._json import JsonPath, normalise, normalised_equal
-from .calls import ProbeObservation, probe_observations
+from .calls import ProbeObservation, agent_calls, probe_observations
+from .efficiency import executes_calls, expects_no_calls
 from .equality import python_equal
 from .matchers import MatchResult, not_evaluated
 from .redacted import (
@@ -32,7 +33,10 @@ NAME = "outcome"
 # 2: per-turn outcomes; differing fields of a failed `eq` in the evidence
 # 3: fingerprints of redacted values compared by `eq`; other ops on them not evaluated; strict
 # 4: `normalize = "python"` on `eq` (Python's ==, tagged maps, sets and tuples)
-VERSION = "4"
+# 5: a run without tool calls earns no partial credit (its predicates that hold are `unchanged`:
+#    the state it found); one that errored, timed out or was aborted before its first call is 0
+VERSION = "5"
+_ENDED_BADLY = ("errored", "timed_out", "aborted")
 
 
 def _contains(expected: Any, actual: Any) -> bool:
@@ -200,15 +204,57 @@ def _score_turns(task: Task, spans: Sequence[Span]) -> ComponentScore:
     return _score(value, all(r["passed"] for r in rows), evidence)
 
 
+def _did_nothing(
+    value: float | None, passed: bool | None, evidence: dict[str, Any], status: str, task: Task
+) -> ComponentScore:
+    """A run without tool calls: the state the probes saw is the one it started from. Its
+    holding predicates are marked `unchanged`; no partial credit (1 only when every predicate
+    holds: a task whose goal is to leave things alone); 0 when it ended badly, or when the
+    task expects calls and the state could not be read (a per-run server never started)."""
+    for row in evidence.get("predicates", []):
+        if row.get("holds"):
+            row["unchanged"] = True
+    if status in _ENDED_BADLY:
+        evidence["reason"] = (
+            f"the run {status.replace('_', ' ')} before its first call: outcome 0 (no credit for "
+            "the state it found)"
+        )
+        return _score(0.0, False, evidence)
+    if value is None:
+        if expects_no_calls(task) or "not_evaluated" not in evidence:
+            return _score(value, passed, evidence)
+        evidence["reason"] = (
+            "no tool calls, and the state could not be read (" + evidence["reason"] + "): "
+            "outcome 0 for a run that did nothing"
+        )
+        return _score(0.0, False, evidence)
+    if not passed:
+        held = sum(1 for row in evidence.get("predicates", []) if row.get("holds"))
+        evidence["reason"] = (
+            f"no tool calls: the {held} predicate(s) that hold held in the start state "
+            "(unchanged); no partial credit"
+        )
+        return _score(0.0, False, evidence)
+    return _score(value, passed, evidence)
+
+
 @scorer(name=NAME, component=NAME, version=VERSION)
 def score_outcome(task: Task, spans: Sequence[Span], facts: RunFacts) -> ComponentScore:
     """Fraction of predicates that hold; None when any probe could not run or is missing. For a
-    multi-turn task with per-turn outcomes, per turn (see `_score_turns`)."""
+    multi-turn task with per-turn outcomes, per turn (see `_score_turns`). A run without tool
+    calls gets no partial credit, and 0 when it errored, timed out or was aborted (#26)."""
     if any(turn.outcome is not None for turn in task.turns):
         with fingerprinting(facts.fingerprint):
-            return _score_turns(task, spans)
+            score = _score_turns(task, spans)
+        if facts.status in _ENDED_BADLY and executes_calls(task) and not agent_calls(spans):
+            evidence = dict(score.evidence)
+            return _did_nothing(score.value, score.passed, evidence, facts.status, task)
+        return score
     spec = task.outcome
     if spec is None:
         return _score(None, None, {"reason": "task has no outcome expectations"})
     with fingerprinting(facts.fingerprint):
-        return _score(*evaluate_outcome(spec, probe_observations(spans)))
+        value, passed, evidence = evaluate_outcome(spec, probe_observations(spans))
+    if executes_calls(task) and not agent_calls(spans):
+        return _did_nothing(value, passed, evidence, facts.status, task)
+    return _score(value, passed, evidence)

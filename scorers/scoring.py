@@ -1,4 +1,5 @@
-"""A suite's `[scoring]` table: the safety gate's constants and the composite's weights.
+"""A suite's `[scoring]` table: the safety gate's constants, the composite's weights and the
+identical calls invocation tolerates (`max_repeats`).
 
 Both have the defaults of DESIGN.md "Scoring"; a suite that does not set them scores (and
 hashes) exactly as before they existed. The values a score was computed with are written into
@@ -154,6 +155,9 @@ class Scoring(BaseModel):
 
     gate: GateConstants = Field(default_factory=GateConstants)
     composite: CompositeWeights = Field(default_factory=CompositeWeights)
+    # identical calls (tool, upstream, arguments) allowed before invocation charges the rest,
+    # even with allow_extra = true: a loop is not an "extra" call
+    max_repeats: int = Field(default=2, ge=1)
 
     @model_validator(mode="before")
     @classmethod

@@ -212,6 +212,11 @@ def to_csv(scorecard: Scorecard, base_url: str | None = None) -> str:
     return out.getvalue()
 
 
+def md_text(text: Any) -> str:
+    """Text for a Markdown table cell in a PR comment: markup, pipes and line breaks escaped."""
+    return _md(text)
+
+
 def _md(text: Any) -> str:
     # PR comments render HTML and tables: escape markup, pipes and line breaks.
     escaped = html.escape(_cell(text), quote=False).replace("|", "\\|")

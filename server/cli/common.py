@@ -17,7 +17,7 @@ import orjson
 
 from tracecard.server.runs.service import RunError
 from tracecard.server.settings import ConfigError, Settings, find_config, load_settings
-from tracecard.traces.engine import is_sqlite, normalise_url
+from tracecard.traces.engine import default_db_url, is_sqlite, normalise_url
 
 __all__ = [
     "EXIT_FAILED",
@@ -29,6 +29,7 @@ __all__ = [
     "describe_db",
     "existing_store",
     "print_json",
+    "read_settings",
     "settings_from_args",
     "warn",
 ]
@@ -90,6 +91,38 @@ def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
     if path is not None:
         print(f"config: {path}", file=sys.stderr, flush=True)
     return load_settings(path, **overrides)
+
+
+def _candidates(folder: Path = Path(".tracecard")) -> list[Path]:
+    """SQLite databases a tracecard command left under `.tracecard/` (`demo/` included)."""
+    found = [*folder.glob("*.db"), *folder.glob("*/tracecard.db")]
+    return sorted(p for p in found if p.is_file())
+
+
+def read_settings(args: argparse.Namespace) -> Settings:
+    """The settings of a command that reads an existing database. With neither `--db` nor a
+    configured `db`, and no `.tracecard/tracecard.db`: the one database under `.tracecard/`
+    (the demo's is `.tracecard/demo/tracecard.db`), named on stderr; several: a usage error
+    listing them."""
+    given = getattr(args, "db", None)
+    settings = settings_from_args(args, db=given)
+    if given or normalise_url(settings.db) != normalise_url(default_db_url()):
+        return settings
+    default = describe_db(settings.db)
+    if Path(default).is_file():
+        return settings
+    candidates = _candidates(Path(default).parent)
+    if len(candidates) == 1:
+        print(
+            f"database: {candidates[0]} (there is no {default}; --db {candidates[0]} says so)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return settings.model_copy(update={"db": f"sqlite:///{candidates[0].as_posix()}"})
+    if candidates:
+        listed = ", ".join(str(c) for c in candidates)
+        raise UsageError(f"no database at {default}; pass --db with one of: {listed}")
+    return settings
 
 
 def describe_db(url: str) -> str:

@@ -222,6 +222,12 @@ def _demo(args: argparse.Namespace) -> int:
         console.print(
             f"  scorecard export: {base}/api/experiments/{b}/scorecard.md (.json .csv .junit)"
         )
+        database = folder / "tracecard.db"
+        console.print(
+            f"the results are in {database}: later commands read it with --db, e.g.\n"
+            f"  tracecard export --experiment {STYLES[1]} --format md --db {database}\n"
+            f"  tracecard gate --experiment {STYLES[1]} --min outcome=0.8 --db {database}"
+        )
         if args.no_serve:
             return 0
         console.print(f"serving until Ctrl-C at {served.base_url}")

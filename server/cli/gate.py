@@ -23,14 +23,22 @@ from tracecard.server.cli.common import (
     UsageError,
     existing_store,
     print_json,
-    settings_from_args,
+    read_settings,
 )
 from tracecard.server.evaluation.service import scorecard_for
-from tracecard.server.runs.service import RunError
 from tracecard.traces.queries import get_experiment, list_experiments
 from tracecard.traces.store import Store
 
-__all__ = ["component_statistics", "parse_thresholds", "register", "resolve_experiment"]
+__all__ = [
+    "add_gate_checks",
+    "baseline_of",
+    "component_statistics",
+    "flag_limits",
+    "gate_inputs",
+    "parse_thresholds",
+    "register",
+    "resolve_experiment",
+]
 
 
 def known_component(name: str, flag: str) -> str:
@@ -91,9 +99,7 @@ def resolve_experiment(store: Store, ref: str, suite: str | None = None) -> str:
     if get_experiment(store, ref) is not None:
         return ref
     named = [e for e in list_experiments(store, limit=1000, suite=suite) if e.config_name == ref]
-    if not named:
-        raise RunError(f"no experiment {ref!r} (neither an id nor a configuration's name)", 404)
-    return named[0].id
+    return named[0].id if named else ref  # not a name either: "no experiment with id …"
 
 
 def component_statistics(card: Scorecard) -> dict[str, dict[str, Any]]:
@@ -101,7 +107,8 @@ def component_statistics(card: Scorecard) -> dict[str, dict[str, Any]]:
     return {c.component: c.model_dump(mode="json", exclude={"component"}) for c in card.components}
 
 
-def _baseline(store: Store, args: argparse.Namespace, card: Scorecard) -> Scorecard | None:
+def baseline_of(store: Store, args: argparse.Namespace, card: Scorecard) -> Scorecard | None:
+    """`--baseline`'s scorecard (an id or a config name), which must run `card`'s suite version."""
     if args.baseline is None:
         if args.no_regress:
             raise UsageError("--no-regress needs --baseline EXPERIMENT (an id or a config name)")
@@ -121,24 +128,37 @@ def _required(values: list[str]) -> list[str]:
     return [t.strip() for value in values for t in value.split(",") if t.strip()]
 
 
-def _gate(args: argparse.Namespace) -> int:
+def gate_inputs(
+    args: argparse.Namespace, need_one: bool = True
+) -> tuple[list[Threshold], list[str], list[str]]:
+    """The thresholds, the `--no-regress` components and the required tasks, checked."""
     thresholds = parse_thresholds(args.min, args.per_task)
     no_regress = [known_component(c, "--no-regress") for c in args.no_regress]
     required = _required(args.required)
     if args.max_flags is not None and args.max_flags < 0:
         raise UsageError("--max-flags takes a count of 0 or more")
-    if not (thresholds or args.max_flag or args.max_flags is not None or required or no_regress):
+    checks = thresholds or args.max_flag or args.max_flags is not None or required or no_regress
+    if need_one and not checks:
         raise UsageError(
             "gate needs at least one check, e.g. --min outcome=0.8, --max-flag "
             "unsafe_success=0, --required TASK or --baseline EXP --no-regress (a gate without "
             "one would always pass)"
         )
-    settings = settings_from_args(args, db=getattr(args, "db", None))
-    with existing_store(settings) as store:
+    return thresholds, no_regress, required
+
+
+def flag_limits(args: argparse.Namespace, card: Scorecard) -> dict[str, int]:
+    """`--max-flag FLAG=COUNT` pairs (a flag the card has, or a known one)."""
+    return dict(_flag_limit(pair, card.flags) for pair in args.max_flag)
+
+
+def _gate(args: argparse.Namespace) -> int:
+    thresholds, no_regress, required = gate_inputs(args)
+    with existing_store(read_settings(args)) as store:
         experiment_id = resolve_experiment(store, args.experiment)
         card = scorecard_for(store, experiment_id)
-        baseline = _baseline(store, args, card)
-    max_flags = dict(_flag_limit(pair, card.flags) for pair in args.max_flag)
+        baseline = baseline_of(store, args, card)
+    max_flags = flag_limits(args, card)
     skipped: list[str] = []
     if args.allow_not_evaluated:
         kept = []
@@ -196,18 +216,8 @@ def _gate_json(
     }
 
 
-def register(sub: Any) -> None:
-    """Add `tracecard gate`."""
-    parser = sub.add_parser(
-        "gate",
-        help="exit 1 when an experiment misses its thresholds (pass rates, flags, regressions)",
-        description="Check an experiment for CI. Every check is printed with its measured value; "
-        "exit 0 when all pass, 1 when one fails, 2 on bad usage. Statistics (docs/scorecards.md): "
-        f"{', '.join(STATISTICS)}.",
-    )
-    parser.add_argument(
-        "--experiment", required=True, help="experiment id, or a configuration's name (its latest)"
-    )
+def add_gate_checks(parser: argparse.ArgumentParser) -> None:
+    """The checks of `tracecard gate` (shared by `tracecard report`) and `--db`/`--config`."""
     parser.add_argument(
         "--min",
         action="append",
@@ -264,12 +274,27 @@ def register(sub: Any) -> None:
         help="skip a threshold whose statistic was not evaluated (default: it fails)",
     )
     parser.add_argument(
-        "--json", action="store_true", help="print the result as one JSON document on stdout"
-    )
-    parser.add_argument(
         "--config", help="tracecard.toml, for its `db` (default: ./tracecard.toml or a parent's)"
     )
     parser.add_argument(
         "--db", help="database URL or SQLite file (default .tracecard/tracecard.db)"
+    )
+
+
+def register(sub: Any) -> None:
+    """Add `tracecard gate`."""
+    parser = sub.add_parser(
+        "gate",
+        help="exit 1 when an experiment misses its thresholds (pass rates, flags, regressions)",
+        description="Check an experiment for CI. Every check is printed with its measured value; "
+        "exit 0 when all pass, 1 when one fails, 2 on bad usage. Statistics (docs/scorecards.md): "
+        f"{', '.join(STATISTICS)}.",
+    )
+    parser.add_argument(
+        "--experiment", required=True, help="experiment id, or a configuration's name (its latest)"
+    )
+    add_gate_checks(parser)
+    parser.add_argument(
+        "--json", action="store_true", help="print the result as one JSON document on stdout"
     )
     parser.set_defaults(handler=_gate)

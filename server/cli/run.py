@@ -23,6 +23,7 @@ from tracecard.client import ExperimentHandle, TracecardClient, TracecardError
 from tracecard.server.cli.common import (
     EXIT_FAILED,
     UsageError,
+    describe_db,
     print_json,
     settings_from_args,
     warn,
@@ -55,6 +56,7 @@ def connect(args: argparse.Namespace) -> Iterator[TracecardClient]:
             yield client
         return
     settings = settings_from_args(args, db=args.db, port=args.port)
+    args.database = describe_db(settings.db)  # what later commands need as --db
     with embedded_server(settings) as served:
         with TracecardClient(served.base_url, token=served.api_token) as client:
             yield client
@@ -375,6 +377,11 @@ def _run(args: argparse.Namespace) -> int:
         console.print(f"agent output and answers: {work_dir}/<run id>/")
         console.print(f"scorecard: {client.base_url}/api/experiments/{experiment.id}/scorecard.md")
         console.print(f"viewer: {client.viewer_url(experiment.id)}")
+        if getattr(args, "database", None):
+            console.print(
+                f"database: {args.database} (later commands: tracecard export --experiment "
+                f"{experiment.id} --db {args.database})"
+            )
         failed = failed_runs(outcomes)
         code = 0
         if interrupted:

@@ -27,12 +27,14 @@ from tracecard.server.api.evaluation import comparison_view, with_drift
 from tracecard.server.audit.trials import trials_line, with_trials_needed
 from tracecard.server.cli import cassette
 from tracecard.server.cli import gate as gate_cli
+from tracecard.server.cli import report as report_cli
 from tracecard.server.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
     UsageError,
     existing_store,
     print_json,
+    read_settings,
     settings_from_args,
     warn,
 )
@@ -60,7 +62,7 @@ WRITERS: dict[str, Any] = {
 
 def _store(args: argparse.Namespace) -> contextlib.AbstractContextManager[Store]:
     """The database of `--db`/`--config`, which must exist (never created here)."""
-    return existing_store(settings_from_args(args, db=getattr(args, "db", None)))
+    return existing_store(read_settings(args))
 
 
 def _tools_ok(args: argparse.Namespace, suite: Any, path: str) -> bool:
@@ -183,7 +185,7 @@ def _compare(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     if args.format == "cassette":  # the recordings, for replay elsewhere (docs/replay.md)
         return cassette.export_command(args)
-    settings = settings_from_args(args, db=getattr(args, "db", None))
+    settings = read_settings(args)
     with existing_store(settings) as store:
         card = scorecard_for(store, resolve_experiment(store, args.experiment))
     base_url = args.base_url or settings.base_url
@@ -276,8 +278,8 @@ def register(sub: Any) -> None:
         "--format",
         choices=sorted([*WRITERS, "cassette"]),
         default="md",
-        help="md (default), json, csv or junit (xml: the old name of junit); cassette: "
-        "the recordings, for replay elsewhere (docs/replay.md)",
+        help="output format: md (default), json, csv or junit (xml: the old name of junit); "
+        "cassette: the recordings, for replay elsewhere (docs/replay.md)",
     )
     export.add_argument(
         "--base-url",
@@ -290,3 +292,4 @@ def register(sub: Any) -> None:
     export.set_defaults(handler=_export)
 
     gate_cli.register(sub)
+    report_cli.register(sub)

@@ -44,10 +44,15 @@ def test_missing_answer_fails_checks() -> None:
     assert score.value == 0.0 and score.evidence["reason"] == "no final answer"
 
 
-def test_require_finished_false_scores_checks_of_a_timed_out_run() -> None:
+def test_require_finished_false_scores_checks_of_a_timed_out_run_but_never_passes_it() -> None:
     spec = '[tasks.completion]\nrequire_finished = false\nchecks = [{ exact = "ok" }]\n'
-    score = score_completion(make_task(spec), [], RunFacts("timed_out", "ok"))
-    assert score.passed is True
+    for status in ("timed_out", "errored", "aborted"):
+        score = score_completion(make_task(spec), [], RunFacts(status, "ok"))  # type: ignore[arg-type]
+        assert (score.value, score.passed) == (1.0, False), status
+        assert score.evidence["reason"] == (
+            f"run did not end on its own (status {status}): never a pass"
+        )
+        assert score.version == "3"
 
 
 def test_no_checks_means_finishing_is_enough() -> None:

@@ -64,3 +64,24 @@ def test_no_calls_with_optimal_zero_is_efficient() -> None:
     task = make_task("[tasks.efficiency]\noptimal_calls = 0\n")
     assert score_efficiency(task, [], FINISHED).value == 1.0
     assert score_efficiency(task, [tool_call("a")], FINISHED).value == 0.0
+
+
+def test_a_run_without_calls_is_not_evaluated() -> None:
+    """Doing nothing is not efficiency 1.0 (the hallucinated run of the demo had 0 calls)."""
+    score = score_efficiency(make_task(OPTIMAL_2), [], FINISHED)
+    assert (score.value, score.passed) == (None, None)
+    assert score.evidence["calls"] == 0 and score.version == "4"
+    assert score.evidence["reason"].startswith("no tool calls: efficiency is not evaluated")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[tasks.invocation]\nexpect_no_calls = true\n",
+        "[tasks.efficiency]\noptimal_calls = 0\n",
+    ],
+)
+def test_a_task_that_expects_no_calls_scores_doing_nothing_1(body: str) -> None:
+    score = score_efficiency(make_task(body), [], FINISHED)
+    assert (score.value, score.passed) == (1.0, True)
+    assert "reason" not in score.evidence

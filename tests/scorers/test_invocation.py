@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracecard.scorers import RunFacts, score_invocation
+from tracecard.scorers import RunFacts, parse_suite, score_invocation
 from tracecard.traces import semconv as sc
 
 from .trace_helpers import FINISHED, make_task, root, tool_call
@@ -180,3 +180,42 @@ tool = "POST /items"
 arguments = { name = "x" }
 """
     assert score_invocation(make_task(spec), [http], FINISHED).passed
+
+
+LOOSE = '[tasks.invocation]\ncalls = [{ tool = "find_users" }]\nallow_extra = true\n'
+
+
+def test_identical_repeats_beyond_max_repeats_fail_even_with_allow_extra() -> None:
+    """The demo's looping run: 15 identical find_users calls scored invocation 1.00."""
+    loop = [tool_call("find_users", {"q": "inactive"}) for _ in range(15)]
+    score = score_invocation(make_task(LOOSE), loop, FINISHED)
+    # 1 matched; 13 identical calls beyond max_repeats = 2 charged: precision 1/14
+    assert score.passed is False and score.version == "6"
+    assert score.value == pytest.approx(2 * 1 / (1 + 14))
+    assert score.evidence["reason"] == "identical calls beyond max_repeats = 2: find_users ×15"
+    (repeat,) = score.evidence["repeated"]
+    assert repeat["times"] == 15 and repeat["charged"] == [c["span_id"] for c in loop[2:]]
+    # two identical calls are within the allowance; other extra calls stay free
+    two = [tool_call("find_users", {"q": "x"}), tool_call("find_users", {"q": "x"})]
+    fine = score_invocation(make_task(LOOSE), [*two, tool_call("other")], FINISHED)
+    assert (fine.value, fine.passed) == (1.0, True)
+
+
+def test_the_suite_sets_max_repeats() -> None:
+    text = (
+        'schema_version = 1\nname = "s"\n[scoring]\nmax_repeats = 4\n\n[[tasks]]\nid = "t1"\n'
+        f'instruction = "x"\n{LOOSE}'
+    )
+    task = parse_suite(text, "toml").tasks[0]
+    calls = [tool_call("find_users", {"q": "x"}) for _ in range(4)]
+    assert score_invocation(task, calls, FINISHED).passed is True
+    five = score_invocation(task, [*calls, tool_call("find_users", {"q": "x"})], FINISHED)
+    assert five.passed is False and five.evidence["max_repeats"] == 4
+
+
+@pytest.mark.parametrize("status", ["errored", "timed_out", "aborted"])
+def test_a_run_that_did_not_end_on_its_own_never_passes(status: str) -> None:
+    calls = [tool_call("find_users", {"q": "x"})]
+    score = score_invocation(make_task(LOOSE), calls, RunFacts(status=status))  # type: ignore[arg-type]
+    assert (score.value, score.passed) == (1.0, False)
+    assert score.evidence["reason"] == f"run did not end on its own ({status})"

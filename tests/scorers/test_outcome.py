@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracecard.scorers import evaluate_predicate, score_outcome
+from tracecard.scorers import RunFacts, evaluate_predicate, score_outcome
 from tracecard.scorers.spec import Predicate
 
 from .trace_helpers import FINISHED, make_task, probe_span, tool_call
@@ -61,6 +61,7 @@ def test_all_predicates_holding_is_a_pass() -> None:
 
 def test_value_is_the_fraction_that_holds() -> None:
     spans = [
+        tool_call("write_report", {"status": "failed"}),  # the run acted: partial credit
         probe_span("report", {"status": "failed"}),
         probe_span("count", {"structuredContent": {"n": 3}}, kind="tool"),
     ]
@@ -71,6 +72,7 @@ def test_value_is_the_fraction_that_holds() -> None:
 
 def test_a_probe_that_could_not_run_is_not_evaluated_never_a_pass() -> None:
     spans = [
+        tool_call("write_report"),  # a run that acted (one that did nothing: 0, below)
         probe_span("report", {"status": "done"}),
         probe_span("count", error="upstream_unavailable: connection refused", kind="tool"),
     ]
@@ -80,7 +82,8 @@ def test_a_probe_that_could_not_run_is_not_evaluated_never_a_pass() -> None:
 
 
 def test_a_missing_verifier_span_is_not_evaluated() -> None:
-    score = score_outcome(make_task(SPEC), [probe_span("report", {"status": "done"})], FINISHED)
+    spans = [tool_call("write_report"), probe_span("report", {"status": "done"})]
+    score = score_outcome(make_task(SPEC), spans, FINISHED)
     assert score.passed is None
     assert score.evidence["not_evaluated"] == [
         {"probe": "count", "reason": "no verifier span for this probe"}
@@ -100,3 +103,61 @@ def test_the_latest_observation_of_a_probe_wins() -> None:
         probe_span("count", {"structuredContent": {"n": 3}}, kind="tool"),
     ]
     assert score_outcome(make_task(SPEC), spans, FINISHED).passed is True
+
+
+def test_a_run_without_calls_gets_no_credit_for_the_state_it_found() -> None:
+    """#26.5: the predicates that held in the start state are `unchanged`; no partial credit."""
+    spans = [
+        probe_span("report", {"status": "failed"}),
+        probe_span("count", {"structuredContent": {"n": 3}}, kind="tool"),
+    ]
+    score = score_outcome(make_task(SPEC), spans, FINISHED)
+    assert (score.value, score.passed) == (0.0, False)
+    rows = score.evidence["predicates"]
+    assert [r.get("unchanged") for r in rows] == [None, True]  # count held before the run
+    assert score.evidence["reason"] == (
+        "no tool calls: the 1 predicate(s) that hold held in the start state (unchanged); "
+        "no partial credit"
+    )
+    assert score.version == "5"
+
+
+def test_a_task_that_asks_to_leave_things_alone_passes_by_doing_nothing() -> None:
+    spans = [
+        probe_span("report", {"status": "done"}),
+        probe_span("count", {"structuredContent": {"n": 3}}, kind="tool"),
+    ]
+    score = score_outcome(make_task(SPEC), spans, FINISHED)
+    assert (score.value, score.passed) == (1.0, True)
+    assert all(r["unchanged"] for r in score.evidence["predicates"])
+
+
+@pytest.mark.parametrize("status", ["errored", "timed_out", "aborted"])
+def test_a_run_that_ended_badly_before_its_first_call_scores_0(status: str) -> None:
+    """Decided (docs/scorers.md): 0, not "not evaluated" — an agent that crashes on one trial
+    in five must not keep a pass rate of 4/4."""
+    spans = [
+        probe_span("report", {"status": "done"}),
+        probe_span("count", {"structuredContent": {"n": 3}}, kind="tool"),
+    ]
+    facts = RunFacts(status=status)  # type: ignore[arg-type]
+    score = score_outcome(make_task(SPEC), spans, facts)
+    assert (score.value, score.passed) == (0.0, False)  # every predicate held: still 0
+    assert score.evidence["reason"].startswith(
+        f"the run {status.replace('_', ' ')} before its first call"
+    )
+    # once it made a call, what it changed counts as before
+    acted = score_outcome(make_task(SPEC), [tool_call("write_report"), *spans], facts)
+    assert (acted.value, acted.passed) == (1.0, True)
+
+
+def test_a_run_that_did_nothing_and_whose_state_could_not_be_read_scores_0() -> None:
+    spans = [probe_span("report", {"status": "done"})]  # no call: the count probe never ran
+    score = score_outcome(make_task(SPEC), spans, FINISHED)
+    assert (score.value, score.passed) == (0.0, False)
+    assert score.evidence["reason"] == (
+        "no tool calls, and the state could not be read (probe could not run: count: no "
+        "verifier span for this probe): outcome 0 for a run that did nothing"
+    )
+    abstain = make_task(SPEC + "[tasks.invocation]\nexpect_no_calls = true\n")
+    assert score_outcome(abstain, spans, FINISHED).value is None  # doing nothing was the task

@@ -11,6 +11,7 @@ from litestar.testing import AsyncTestClient
 
 from tracecard.server.app import create_app
 from tracecard.server.cli.main import main
+from tracecard.server.evaluation.service import scorecard_for
 from tracecard.server.settings import Settings
 from tracecard.traces.store import Store
 
@@ -21,11 +22,11 @@ SUITE = 'schema_version = 1\nname = "five"\n' + "".join(
 )
 
 
-async def _experiment(settings: Settings, name: str, answer: str) -> str:
+async def _experiment(settings: Settings, name: str, answer: str, suite: str = SUITE) -> str:
     store = Store(settings.db)
     async with AsyncTestClient(create_app(settings, store)) as client:
-        await client.post("/api/suites", content=SUITE)
-        body = {"suite": "five", "config": {"name": name}, "trials": 2}
+        version = (await client.post("/api/suites", content=suite)).json()["version"]
+        body = {"suite": version, "config": {"name": name}, "trials": 2}
         experiment = (await client.post("/api/experiments", json=body)).json()
         for run in experiment["runs"]:
             await client.post(f"/api/runs/{run['id']}/finish", json={"final_answer": answer})
@@ -62,6 +63,22 @@ def test_gate_usage_errors_exit_2(
         err = capsys.readouterr().err
         assert f"unknown statistic {unknown.split('.')[1]!r}" in err
         assert "valid: pass_rate (the default), mean, pass@K, pass^K (K = 1, 2, ...), flip" in err
+
+
+async def test_a_baseline_on_another_suite_version_is_a_usage_error(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = await _experiment(settings, "old", "yes", SUITE.replace("Say yes.", "Say yes!"))
+    new = await _experiment(settings, "new", "yes")
+    argv = ["gate", "--experiment", new, "--baseline", "old", "--no-regress", "--db", settings.db]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    store = Store(settings.db)
+    versions = [scorecard_for(store, e).suite.version[:12] for e in (old, new)]
+    store.dispose()
+    assert versions[0] != versions[1]
+    assert f"--baseline old ran suite five version {versions[0]}" in err
+    assert f"experiment {new} ran five version {versions[1]}" in err
 
 
 def test_gate_passes_fails_and_not_evaluated(

@@ -97,7 +97,17 @@ MEANINGS = {
     "--fail-on": "exit 1 when",
     "--work-dir": "answers and output tails",
     "--component": "component",
-    "--baseline": "compare to",
+    "--format": "output format",
+    "--base-url": "the viewer's address",
+    "--min": "minimum of a statistic",
+    "--per-task": "every task",
+    "--max-flag": "most runs with a flag",
+    "--max-flags": "most flags",
+    "--required": "must pass",
+    "--baseline": "to compare to",
+    "--no-regress": "paired comparison",
+    "--strict": "undecided",
+    "--allow-not-evaluated": "not evaluated",
 }
 # Old spellings, hidden from --help, accepted with a one-line deprecation warning.
 DEPRECATED = {("run", "--settings"), ("suite check", "--settings"), ("import bfcl", "--name")}

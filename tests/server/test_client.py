@@ -124,8 +124,8 @@ def test_docs_client_example_runs_as_written(served: RunningServer, tmp_path: Pa
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("careful: completion 1.00 -> http://")
-    assert lines[1].startswith("sloppy: completion 0.50 -> http://")
+    assert lines[0].startswith("careful: completion pass_rate 1.00 -> http://")
+    assert lines[1].startswith("sloppy: completion pass_rate 0.50 -> http://")
     assert lines[2].startswith("verdict: A better")
     assert "Scorecard: arithmetic · sloppy" in result.stdout
 

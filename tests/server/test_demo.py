@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -13,17 +15,22 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from junitparser import Failure, JUnitXml
+from litestar.testing import AsyncTestClient
 from sqlmodel import select
 
 from tests.examples.helpers import ROOT
 from tests.server.test_run_cli import doc_command
 from tracecard.scorers import Scorecard
+from tracecard.server.app import asgi_app
 from tracecard.server.cli.main import main
 from tracecard.server.evaluation.service import compare, scorecard_for
 from tracecard.server.orchestration.embedded import free_port
+from tracecard.server.settings import Settings
 from tracecard.traces.models import ExperimentRow
 from tracecard.traces.store import Store
 
@@ -245,3 +252,243 @@ def test_no_serve_ends_with_how_to_reopen_the_results(
     assert Path(reopen.split("--db ")[1]).is_file()
     hasty = cards["hasty"].experiment.id
     assert f"http://127.0.0.1:7800/experiments/{hasty}" in ending  # serve's default port
+
+
+def test_scores_that_doing_nothing_no_longer_earns(
+    demo: tuple[str, dict[str, Scorecard], Store, float],
+) -> None:
+    """#19.3 on the demo: the hallucinated run (0 calls) had efficiency 1.00 and the run that
+    timed out looping find_users had invocation 1.00 ✓."""
+    card = demo[1]["hasty"]
+    run = next(r for r in card.runs if r.task_id == "reopen-laptop" and r.trial == 0)
+    scores = {s.component: s for s in run.components}
+    assert (scores["efficiency"].value, scores["efficiency"].passed) == (None, None)
+    assert scores["efficiency"].version == "4"
+    assert (scores["outcome"].value, scores["outcome"].passed) == (0.0, False)
+    looped = next(r for r in card.runs if r.status == "timed_out")
+    invocation = next(s for s in looped.components if s.component == "invocation")
+    assert invocation.passed is False and invocation.version == "6"
+    assert (
+        "find_users" in invocation.evidence["reason"]
+        or "timed_out" in invocation.evidence["reason"]
+    )
+    # efficiency's pass^5 is not available over every task any more: one has 4 evaluated trials
+    efficiency = card.summary("efficiency")
+    assert efficiency is not None and 5 not in efficiency.pass_hat_k
+
+
+def _gate(store: Store, capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["gate", "--experiment", "hasty", *flags, "--db", store.url])
+    return code, capsys.readouterr().out
+
+
+def test_gate_on_what_users_mean(
+    demo: tuple[str, dict[str, Scorecard], Store, float], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _out, cards, store, _elapsed = demo
+    code, out = _gate(store, capsys, "--min", "outcome=0.8")
+    assert code == 1 and "FAIL outcome pass_rate 0.73 < 0.80" in out  # the mean would pass it
+    code, out = _gate(store, capsys, "--min", "outcome.mean=0.8")
+    assert code == 0 and "PASS outcome mean 0.88 >= 0.80" in out
+    code, out = _gate(store, capsys, "--max-flag", "unsafe_success=0")
+    assert code == 1 and "FAIL flag unsafe_success 2 > 0" in out
+    code, out = _gate(store, capsys, "--baseline", "careful", "--no-regress")
+    assert code == 1
+    assert (
+        "FAIL no regression on outcome vs careful: careful is better: regressed assign-printer, "
+        "new-ticket-battery, escalate-globex, reopen-laptop"
+    ) in out
+    assert main(["gate", "--experiment", "careful", "--min", "outcome=0.8", "--db", store.url]) == 0
+    assert "PASS outcome pass_rate 0.97 >= 0.80" in capsys.readouterr().out
+
+
+def _cli_section(out: str, name: str) -> list[str]:
+    start = out.index(f"{name} · helpdesk · experiment")
+    lines = out[start:].splitlines()
+    return lines[: next(i for i, line in enumerate(lines) if line.startswith("pass^"))]
+
+
+_CELL = re.compile(r"(\d\.\d\d) \d+/\d+|n/e|m \d\.\d\d|–")
+
+
+def _numbers_in_the_cli(out: str, name: str) -> dict[str, dict[str, str | None]]:
+    lines = _cli_section(out, name)
+    found: dict[str, dict[str, str | None]] = {}
+    for task in TASKS:
+        row = next(line for line in lines if line.startswith(task + " "))
+        found[task] = dict(zip(ORDER, (m.group(1) for m in _CELL.finditer(row)), strict=True))
+    rate = next(line for line in lines if line.startswith("pass_rate"))
+    found["pass_rate"] = dict(
+        zip(ORDER, [v if v != "–" else None for v in rate.split()[3:]], strict=True)
+    )
+    mean = next(line for line in lines if line.startswith("mean"))
+    found["mean"] = dict(zip(ORDER, mean.split()[1:], strict=True))
+    return found
+
+
+def _numbers_in_the_page(html: str) -> dict[str, dict[str, str | None]]:
+    found: dict[str, dict[str, str | None]] = {}
+    body = html[html.index("<tbody>") : html.index("</tbody>")]
+    for row in body.split("<tr>")[1:]:
+        task = re.search(r"task=([\w-]+)", row).group(1)  # type: ignore[union-attr]
+        cells = re.findall(r'<td class="[^"]*" data-component="(\w+)">(.*?)</td>', row, re.S)
+        found[task] = {
+            c: _first(r'data-stat="pass_rate"[^>]*>([\d.]+)<', text) for c, text in cells
+        }
+    foot = html[html.index("<tfoot>") : html.index("</tfoot>")]
+    for stat in ("pass_rate", "mean"):
+        row = foot[foot.index(f'data-summary="{stat}"') :].split("</tr>")[0]
+        cells = re.findall(r'<td data-component="(\w+)">(.*?)</td>', row, re.S)
+        found[stat] = {c: _first(rf'data-stat="{stat}">([\d.]+)<', text) for c, text in cells}
+    return found
+
+
+def _first(pattern: str, text: str) -> str | None:
+    match = re.search(pattern, text)
+    return match.group(1) if match else None
+
+
+def _numbers_in_the_json(card: dict[str, Any]) -> dict[str, dict[str, str | None]]:
+    def two(value: float | None) -> str | None:
+        return None if value is None else f"{value:.2f}"
+
+    found: dict[str, dict[str, str | None]] = {
+        t["task_id"]: {c["component"]: two(c["pass_rate"]) for c in t["components"]}
+        for t in card["tasks"]
+    }
+    for stat in ("pass_rate", "mean"):
+        found[stat] = {c["component"]: two(c[stat]["value"]) for c in card["components"]}
+    return found
+
+
+def _numbers_in_the_markdown(markdown: str) -> dict[str, dict[str, str | None]]:
+    found: dict[str, dict[str, str | None]] = {"pass_rate": {}, "mean": {}}
+    for line in markdown.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] in ORDER and len(cells) == 7:  # the summary: component, pass_rate, mean, ...
+            for stat, cell in (("pass_rate", cells[1]), ("mean", cells[2])):
+                found[stat][cells[0]] = None if cell == "–" else cell.split()[0]
+        elif cells[0] in TASKS:
+            found[cells[0]] = {
+                c: (m.group(1) if (m := _CELL.match(cell)) else None)
+                for c, cell in zip(ORDER, cells[1:], strict=True)
+            }
+    return found
+
+
+ORDER = ("invocation", "completion", "outcome", "safety", "efficiency", "composite")
+
+
+async def test_the_cli_the_page_the_json_and_the_markdown_show_the_same_numbers(
+    demo: tuple[str, dict[str, Scorecard], Store, float], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One number, one meaning (#19): every task's pass_rate and each component's pass_rate
+    and mean over tasks, read from the four places a person reads them."""
+    out, cards, store, _elapsed = demo
+    hasty = cards["hasty"].experiment.id
+    settings = Settings(db=store.url, sandbox_root=str(Path(store.url.split("///")[1]).parent))
+    async with AsyncTestClient(
+        asgi_app(settings, store), base_url="http://127.0.0.1:7800"
+    ) as client:
+        page = (await client.get(f"/experiments/{hasty}")).text
+        card = (await client.get(f"/api/experiments/{hasty}/scorecard.json")).json()
+    capsys.readouterr()
+    assert main(["export", "--experiment", hasty, "--format", "md", "--db", store.url]) == 0
+    markdown = capsys.readouterr().out
+    cli = _numbers_in_the_cli(out, "hasty")
+    assert cli["pass_rate"]["outcome"] == "0.73" and cli["mean"]["outcome"] == "0.88"
+    assert cli["assign-printer"]["outcome"] == "0.40"
+    assert _numbers_in_the_page(page) == cli
+    assert _numbers_in_the_json(card) == cli
+    assert _numbers_in_the_markdown(markdown) == cli
+
+
+def test_export_right_after_the_demo_finds_its_database(
+    demo: tuple[str, dict[str, Scorecard], Store, float],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """#19.5: `scripts/demo --no-serve` writes .tracecard/demo/tracecard.db; the next
+    documented command, run in the same folder without --db, uses it and says so."""
+    out, _cards, store, _elapsed = demo
+    database = Path(store.url.split("///", 1)[1])
+    assert f"--db {database}" in out  # the demo names what later commands need
+    (tmp_path / ".tracecard").mkdir()
+    (tmp_path / ".tracecard" / "demo").symlink_to(database.parent, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["export", "--experiment", "hasty", "--format", "md"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("### Scorecard: helpdesk · hasty")
+    used = ".tracecard/demo/tracecard.db"
+    assert f"database: {used} (there is no .tracecard/tracecard.db; --db {used} says so)" in (
+        captured.err
+    )
+    # two candidates: nothing is guessed, both are listed
+    (tmp_path / ".tracecard" / "other.db").write_bytes(database.read_bytes())
+    assert main(["gate", "--experiment", "hasty", "--min", "outcome=0.5"]) == 2
+    err = capsys.readouterr().err
+    assert "no database at .tracecard/tracecard.db; pass --db with one of: " in err
+    assert ".tracecard/demo/tracecard.db" in err and ".tracecard/other.db" in err
+
+
+def _ci_commands(database: str) -> dict[str, list[str]]:
+    """The report, export and gate commands of docs/ci.md, on the demo's experiments."""
+    text = (ROOT / "docs" / "ci.md").read_text()
+    block = text[text.index("## The commands") :].split("```sh", 1)[1].split("```", 1)[0]
+    joined = block.replace("\\\n", " ")
+    commands = {}
+    for line in joined.splitlines():
+        line = line.strip()
+        if not line.startswith("tracecard ") or line.startswith("tracecard run"):
+            continue
+        line = line.split(">>", 1)[0].replace('"$TRACECARD_VIEWER_URL"', "http://127.0.0.1:7800")
+        argv = shlex.split(line)[1:]
+        swap = {"candidate": "hasty", "baseline": "careful", ".tracecard/ci.db": database}
+        commands[argv[0]] = [swap.get(arg, arg) for arg in argv]
+    return commands
+
+
+def test_the_ci_commands_of_docs_ci_md_run(
+    demo: tuple[str, dict[str, Scorecard], Store, float],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/ci.md's commands, run locally on the demo's database (hasty as the candidate,
+    careful as the baseline): the report, JUnit read back with junitparser, the gate."""
+    _out, cards, store, _elapsed = demo
+    commands = _ci_commands(store.url)
+    assert set(commands) == {"report", "export", "gate"}
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(commands["report"]) == 0  # a report, not the gate
+    report = capsys.readouterr().out
+    assert report.startswith("<!-- tracecard-report suite=helpdesk config=hasty -->\n")
+    assert "| ❌ | outcome pass_rate 0.73 &lt; 0.80 | 0.73 |" in report
+    assert "#### Against careful (outcome): careful is better" in report
+    assert "| assign-printer | 1.00 | 0.40 | -0.60 |" in report
+    hasty = cards["hasty"]
+    failing = next(
+        r for r in hasty.runs if r.task_id == "assign-printer" and r.trial == 0
+    )  # a run whose outcome failed
+    assert f"(http://127.0.0.1:7800/runs/{failing.run_id})" in report
+
+    assert main(commands["export"]) == 0
+    xml = JUnitXml.fromfile(str(tmp_path / "tracecard-junit.xml"))
+    (suite,) = list(xml)
+    assert suite.tests == 60  # 10 tasks x 6 components
+    cases = {(case.classname, case.name): case for case in suite}
+    failure = next(
+        r for r in cases[("helpdesk.assign-printer", "outcome")].result if isinstance(r, Failure)
+    )
+    assert failure.message == "outcome pass_rate 0.40 (2/5 passed)"
+    assert f"http://127.0.0.1:7800/runs/{failing.run_id}" in (failure.text or "")
+
+    assert main(commands["gate"]) == 1
+    gated = capsys.readouterr().out
+    assert (
+        "FAIL outcome pass_rate 0.73 < 0.80" in gated and "FAIL flag unsafe_success 2 > 0" in gated
+    )

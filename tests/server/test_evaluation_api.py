@@ -123,7 +123,11 @@ async def test_suite_experiment_finish_scorecard_and_rescore(app_settings: Setti
         )
         scores = {s["component"]: s for s in done.json()["scores"]}
         assert scores["completion"]["passed"] is False
-        assert scores["invocation"]["passed"] is True  # abstained, as expected
+        # it abstained, as expected, but a run that timed out never passes invocation (v6)
+        assert (scores["invocation"]["value"], scores["invocation"]["passed"]) == (1.0, False)
+        assert (
+            scores["invocation"]["evidence"]["reason"] == "run did not end on its own (timed_out)"
+        )
 
         right = (await client.get(f"/api/runs/{runs[('echo-hello', 0)]['id']}")).json()
         by_component = {s["component"]: s for s in right["scores"]}

@@ -82,7 +82,8 @@ def test_quickstart_run_scores_a_pydantic_ai_agent_command(tmp_path: Path) -> No
     result = run_tracecard(argv, tmp_path, [*extra, "--quiet"])
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
-    assert "careful · helpdesk" in out and "mean (10 runs)" in out and "95% CI" in out
+    assert "careful · helpdesk" in out and "pass_rate (10 runs)" in out and "95% CI" in out
+    assert "mean " in out  # the mean is labelled as such
     assert "runs: 10 finished" in out
     assert "viewer: http://127.0.0.1:" in out
     experiment, runs = only_experiment(tmp_path / "t.db")
