@@ -33,7 +33,8 @@ from tracecard.server.replay import ReplayPlan, check_replay, start_faults, star
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunError, get_run, model_kinds, run_urls, run_view
 from tracecard.traces.models import ExperimentRow
-from tracecard.traces.queries import list_experiments
+from tracecard.traces.queries import get_experiment, list_experiments
+from tracecard.traces.store import Store
 from tracecard.traces.verdicts import add_verdict
 
 
@@ -265,7 +266,21 @@ class CompareController(Controller):
         store = runtime_of(state).store
         result = await _thread(compare, store, a, b, component)
         drift = await _thread(experiment_drift, store, [a, b])
-        return with_drift(comparison_view(result), drift, allow_drift)
+        name_a, name_b = await _thread(config_names, store, a, b)
+        view = {**comparison_view(result), "a_config": name_a, "b_config": name_b}
+        return with_drift(view, drift, allow_drift)
+
+
+def config_names(store: Store, a: str, b: str) -> tuple[str, str]:
+    """The two experiments' configuration names, as a comparison names its sides (`careful`
+    vs `hasty`; with the ids' first 8 characters when both have one name)."""
+    names = []
+    for experiment_id in (a, b):
+        row = get_experiment(store, experiment_id)
+        names.append(row.config_name if row is not None else experiment_id)
+    if names[0] == names[1]:
+        return f"{names[0]} ({a[:8]})", f"{names[1]} ({b[:8]})"
+    return names[0], names[1]
 
 
 def with_drift(view: dict[str, Any], drift: ToolDrift, allow: bool) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from tracecard.scorers import (
     to_junit,
     to_markdown,
 )
-from tracecard.server.api.evaluation import comparison_view, with_drift
+from tracecard.server.api.evaluation import comparison_view, config_names, with_drift
 from tracecard.server.audit.trials import trials_line, with_trials_needed
 from tracecard.server.cli import cassette
 from tracecard.server.cli import gate as gate_cli
@@ -47,7 +47,6 @@ from tracecard.server.evaluation.service import (
     scorecard_for,
 )
 from tracecard.server.orchestration.summary import comparison_table, verdict_line
-from tracecard.traces.queries import get_experiment
 from tracecard.traces.store import Store
 
 # `xml` is the old name of `junit`, kept as an alias
@@ -138,17 +137,6 @@ def _rescore(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-def _config_names(store: Store, a: str, b: str) -> tuple[str, str]:
-    """The two configurations' names (the ids when they share one name)."""
-    names = []
-    for experiment_id in (a, b):
-        row = get_experiment(store, experiment_id)
-        names.append(row.config_name if row is not None else experiment_id)
-    if names[0] == names[1]:
-        return f"{names[0]} ({a[:8]})", f"{names[1]} ({b[:8]})"
-    return names[0], names[1]
-
-
 def _compare(args: argparse.Namespace) -> int:
     component = known_component(args.component, "--component")
     with _store(args) as store:
@@ -156,7 +144,7 @@ def _compare(args: argparse.Namespace) -> int:
         view = comparison_view(compare(store, a, b, component))
         view = with_drift(view, experiment_drift(store, [a, b]), args.allow_drift)
         view = with_trials_needed(view, store, a, b)  # when undecided (#23)
-        name_a, name_b = _config_names(store, a, b)
+        name_a, name_b = config_names(store, a, b)
     view = {**view, "a_config": name_a, "b_config": name_b}
     verdict = view["verdict"]
     if verdict is None:  # drifted tool definitions: no verdict without --allow-drift

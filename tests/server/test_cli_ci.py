@@ -124,6 +124,7 @@ def test_compare_fail_on_and_component(
     assert main(["compare", poor, good, "--fail-on", "any", "--json", *base]) == 0
     result = _json(capsys)
     assert result["verdict"] == "B better" and result["a"] == poor and result["b"] == good
+    assert (result["a_config"], result["b_config"]) == ("poor", "good")
     assert result["interval"]["n"] == 5
 
 

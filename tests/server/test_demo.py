@@ -393,6 +393,9 @@ async def test_the_cli_the_page_the_json_and_the_markdown_show_the_same_numbers(
     ) as client:
         page = (await client.get(f"/experiments/{hasty}")).text
         card = (await client.get(f"/api/experiments/{hasty}/scorecard.json")).json()
+        careful = cards["careful"].experiment.id
+        compared = (await client.get("/api/compare", params={"a": careful, "b": hasty})).json()
+    assert (compared["a_config"], compared["b_config"]) == ("careful", "hasty")  # names first
     capsys.readouterr()
     assert main(["export", "--experiment", hasty, "--format", "md", "--db", store.url]) == 0
     markdown = capsys.readouterr().out

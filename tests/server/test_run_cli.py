@@ -86,6 +86,7 @@ def test_quickstart_run_scores_a_pydantic_ai_agent_command(tmp_path: Path) -> No
     assert "mean " in out  # the mean is labelled as such
     assert "runs: 10 finished" in out
     assert "viewer: http://127.0.0.1:" in out
+    assert f"database: {tmp_path / 't.db'} (later commands: tracecard export --experiment " in out
     experiment, runs = only_experiment(tmp_path / "t.db")
     assert experiment.config_name == "careful"
     assert experiment.config["agent"].startswith("python examples/agents/helpdesk_agent.py")
