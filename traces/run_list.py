@@ -16,7 +16,20 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqlalchemy import String, and_, cast, exists, false, func, not_, or_, select, text, true
+from sqlalchemy import (
+    String,
+    and_,
+    cast,
+    column,
+    exists,
+    false,
+    func,
+    not_,
+    or_,
+    select,
+    text,
+    true,
+)
 from sqlalchemy.sql.elements import ColumnElement
 
 from tracecard.traces import semconv
@@ -49,7 +62,7 @@ PAGE_MAX: Final = 500
 # broad filter over a million runs does not scan them all to say how many there are.
 COUNT_CAP: Final = 10_000
 SEARCH_BATCH_MAX: Final = 20_000  # matching documents read at once (newest first)
-SEARCH_COUNT_BUDGET: Final = 200_000  # documents read to count a search among other filters
+SEARCH_COUNT_BUDGET: Final = 5_000  # newest documents a search among other filters counts in
 
 
 @dataclass(frozen=True)
@@ -220,34 +233,27 @@ def _searched_count(
     store: Store, query: RunQuery, others: list[ColumnElement[bool]]
 ) -> tuple[int, bool]:
     """(matching runs up to COUNT_CAP + 1, exact?): the index alone when search is the only
-    filter; else batches of matches checked against the other filters, within a budget."""
+    filter; else the newest SEARCH_COUNT_BUDGET matching documents against the other filters
+    (not exact when there are more)."""
     runs: Any = RunRow
     assert query.text is not None
-    if not others:
-        terms = parse_terms(query.text)
-        sql = text(
-            "SELECT count(*) FROM (SELECT 1 FROM run_search WHERE run_search MATCH :match "
-            "LIMIT :cap)"
-        )
-        with store.engine.connect() as connection:
-            values = {"match": fts_expression(terms), "cap": COUNT_CAP + 1}
-            return int(connection.execute(sql, values).scalar_one()), True
-    total, before, read = 0, None, 0
+    match = fts_expression(parse_terms(query.text))
+    matches = text(
+        "SELECT count(*) FROM (SELECT 1 FROM run_search WHERE run_search MATCH :match LIMIT :cap)"
+    )
     with store.session() as session:
-        while total <= COUNT_CAP:
-            matches = newest_matches(store, query.text, before, SEARCH_BATCH_MAX)
-            if not matches:
-                return total, True
-            ids = [run for _row, run in matches]
-            counted = select(func.count()).select_from(RunRow).where(*others, runs.id.in_(ids))
-            total += int(session.execute(counted).scalar_one())
-            read += len(matches)
-            if len(matches) < SEARCH_BATCH_MAX:
-                return total, True
-            if read >= SEARCH_COUNT_BUDGET:
-                return total, False
-            before = matches[-1][0]
-    return total, True
+        if not others:
+            found = session.execute(matches, {"match": match, "cap": COUNT_CAP + 1})
+            return int(found.scalar_one()), True
+        newest = text(
+            "SELECT run_id FROM run_search WHERE run_search MATCH :match "
+            "ORDER BY rowid DESC LIMIT :budget"
+        ).bindparams(match=match, budget=SEARCH_COUNT_BUDGET)
+        among = runs.id.in_(newest.columns(column("run_id", String)))
+        capped = select(runs.id).where(*others, among).limit(COUNT_CAP + 1).subquery()
+        total = int(session.execute(select(func.count()).select_from(capped)).scalar_one())
+        seen = session.execute(matches, {"match": match, "cap": SEARCH_COUNT_BUDGET + 1})
+        return total, total > COUNT_CAP or int(seen.scalar_one()) <= SEARCH_COUNT_BUDGET
 
 
 def find_runs(
