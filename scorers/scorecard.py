@@ -240,36 +240,66 @@ def _statistic(interval: Interval | None) -> Statistic:
     )
 
 
-def _summary(
-    name: str, stats: Sequence[TaskComponentStats], resamples: int, seed: int
-) -> ComponentSummary:
-    """Each statistic's mean over the tasks that have it; the pass-based ones share the tasks
-    with a pass/fail (and one set of resampled tasks), the mean those with a value."""
-    judged = [s for s in stats if s.evaluated]
-    k_max = min((s.evaluated for s in judged), default=0)
-    ks = range(2, k_max + 1)  # pass@1 = pass^1 = pass_rate
-    columns = [
-        [s.pass_rate or 0.0 for s in judged],
-        [float(s.flip) for s in judged],
-        *([s.pass_at_k[k] for s in judged] for k in ks),
-        *([s.pass_hat_k[k] for s in judged] for k in ks),
-    ]
-    rate, flip, *rest = [
-        _statistic(i) for i in bootstrap_means(columns, resamples=resamples, seed=seed)
-    ]
-    at_k = {1: rate} | dict(zip(ks, rest[: len(ks)], strict=True))
-    hat_k = {1: rate} | dict(zip(ks, rest[len(ks) :], strict=True))
-    values = [[s.mean for s in stats if s.mean is not None]]
-    (mean,) = bootstrap_means(values, resamples=resamples, seed=seed)
-    return ComponentSummary(
-        component=name,
-        n_tasks=sum(1 for s in stats if s.evaluated or s.mean is not None),
-        pass_rate=rate,
-        mean=_statistic(mean),
-        pass_at_k=at_k if judged else {},
-        pass_hat_k=hat_k if judged else {},
-        flip=flip,
-    )
+class _Draws:
+    """Columns to bootstrap, grouped by the tasks they are over: one set of resampled tasks per
+    group (`bootstrap_means`), so components over the same tasks share one draw. The intervals
+    are those `bootstrap_mean` gives each column alone with the same seed."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[str, ...], list[list[float]]] = {}
+        self.results: dict[tuple[str, ...], list[Interval | None]] = {}
+
+    def add(self, tasks: tuple[str, ...], column: list[float]) -> tuple[tuple[str, ...], int]:
+        columns = self.groups.setdefault(tasks, [])
+        columns.append(column)
+        return tasks, len(columns) - 1
+
+    def run(self, resamples: int, seed: int) -> None:
+        for tasks, columns in self.groups.items():
+            self.results[tasks] = bootstrap_means(columns, resamples=resamples, seed=seed)
+
+    def get(self, slot: tuple[tuple[str, ...], int]) -> Statistic:
+        return _statistic(self.results[slot[0]][slot[1]])
+
+
+def _summaries(
+    names: Sequence[str], tasks: Sequence[TaskCard], resamples: int, seed: int
+) -> list[ComponentSummary]:
+    """Per component each statistic's mean over the tasks that have it: the pass-based ones over
+    the tasks with a pass/fail, the mean over those with a value."""
+    draws = _Draws()
+    plans = []
+    for name in names:
+        stats = [(t.task_id, s) for t in tasks if (s := t.component(name)) is not None]
+        judged = [(t, s) for t, s in stats if s.evaluated]
+        valued = [(t, s) for t, s in stats if s.mean is not None]
+        on_judged = tuple(t for t, _ in judged)
+        k_max = min((s.evaluated for _, s in judged), default=0)
+        ks = range(2, k_max + 1)  # pass@1 = pass^1 = pass_rate
+        slots = {
+            "rate": draws.add(on_judged, [s.pass_rate or 0.0 for _, s in judged]),
+            "flip": draws.add(on_judged, [float(s.flip) for _, s in judged]),
+            "mean": draws.add(tuple(t for t, _ in valued), [s.mean or 0.0 for _, s in valued]),
+        }
+        at = {k: draws.add(on_judged, [s.pass_at_k[k] for _, s in judged]) for k in ks}
+        hat = {k: draws.add(on_judged, [s.pass_hat_k[k] for _, s in judged]) for k in ks}
+        plans.append((name, stats, judged, slots, at, hat))
+    draws.run(resamples, seed)
+    summaries = []
+    for name, stats, judged, slots, at, hat in plans:
+        rate = draws.get(slots["rate"])
+        summaries.append(
+            ComponentSummary(
+                component=name,
+                n_tasks=sum(1 for _, s in stats if s.evaluated or s.mean is not None),
+                pass_rate=rate,
+                mean=draws.get(slots["mean"]),
+                pass_at_k={1: rate} | {k: draws.get(v) for k, v in at.items()} if judged else {},
+                pass_hat_k={1: rate} | {k: draws.get(v) for k, v in hat.items()} if judged else {},
+                flip=draws.get(slots["flip"]),
+            )
+        )
+    return summaries
 
 
 def _agreement(runs: Sequence[RunRecord], verdicts: Sequence[Verdict]) -> list[Agreement]:
@@ -320,10 +350,7 @@ def build_scorecard(
         )
         for task in suite.tasks
     ]
-    summaries = [
-        _summary(name, [s for t in tasks if (s := t.component(name)) is not None], resamples, seed)
-        for name in names
-    ]
+    summaries = _summaries(names, tasks, resamples, seed)
     flags = Counter(flag for r in records for flag in r.flags)
     return Scorecard(
         suite=SuiteRef(name=suite.name, version=suite_version(suite)),
