@@ -5,8 +5,15 @@ defect and the reason; the clean task, and a suite of clean tasks, get no flag."
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -106,18 +113,37 @@ def _write(tmp_path: Path, name: str, tasks: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     tmp = tmp_path_factory.mktemp("audit")
+    folder = tempfile.mkdtemp(prefix="audit-tools-")  # short: socket paths are limited
+    sock = str(Path(folder) / "tools.sock")
+    # one preloaded server forks each run's (the per-run process relays its stdio to it): the
+    # same tools, a process and a sandbox per run, without importing the MCP SDK per run
+    counter = tmp / "flaky-calls"
+    preloader = subprocess.Popen(
+        [sys.executable, str(SERVER), "--preload", sock],
+        env={**os.environ, "AUDIT_TOOLS_COUNTER": str(counter)},  # the forked servers' env
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert preloader.stdout is not None and preloader.stdout.readline().strip() == b"ready"
     command = json.dumps([sys.executable, str(SERVER), "{sandbox}"])
     (tmp / "tracecard.toml").write_text(
         f'sandbox_root = "{tmp / "sandboxes"}"\n'
         "[upstreams.tools]\n"
         f"command = {command}\n"
         "per_run = true\n"
-        f'env = {{ AUDIT_TOOLS_COUNTER = "{tmp / "flaky-calls"}" }}\n',
+        f'env = {{ AUDIT_TOOLS_COUNTER = "{counter}", AUDIT_TOOLS_PRELOADED = "{sock}" }}\n',
         encoding="utf-8",
     )
-    return tmp
+    try:
+        yield tmp
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(preloader.pid, signal.SIGKILL)
+        preloader.wait()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _audit(workspace: Path, suite: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict:
