@@ -115,6 +115,8 @@ def waterfall_rows(run_id: str, lines: Sequence[SpanLine], t0: int = 0, t1: int 
         sid = escape(line.span_id)
         name = escape(line.name)
         label = name if line.role != "verifier" else escape(_label(line))
+        # a name the column may cut, or a check's original name: the full name in a title
+        title = f' title="{name}"' if len(name) > 40 or label is not name else ""
         has_chips = (
             line.error
             or line.source
@@ -132,7 +134,7 @@ def waterfall_rows(run_id: str, lines: Sequence[SpanLine], t0: int = 0, t1: int 
             f'<li class="span k-{line.kind}" id="span-{sid}">'
             f'<details hx-get="{base}{sid}" hx-trigger="toggle once">'
             f'<summary><span class="label {line.depth_class}">'
-            f'<span class="name" title="{name}">{label}</span>'
+            f'<span class="name"{title}>{label}</span>'
             f'<span class="tags">{_chips(line) if has_chips else ""}</span></span>'
             f'<span class="dur">{took}</span>'
             f'<span class="at">{clock(line.start_ns)}</span>'
