@@ -170,7 +170,16 @@ def recorded_wrong(spans: list[dict[str, Any]], seen: dict[str, Any]) -> list[st
         call_id = span["attributes"].get(sc.GEN_AI_TOOL_CALL_ID)
         targets = [link["span_id"] for link in span.get("links") or []]
         if call_id is None or requested.get(call_id) not in targets:
-            wrong.append(f"links: {call.tool} ({call.span_id[:6]}) id {call_id!r} -> {targets}")
+            asked = [
+                (req.arguments, (call.start_ns - t.end_ns) / 1e6)
+                for t in turns
+                for req in t.requested
+                if req.tool == call.tool
+            ]
+            wrong.append(
+                f"links: {call.tool} ({call.span_id[:6]}) id {call_id!r} -> {targets}; ran "
+                f"{call.arguments or call.raw_arguments}, asked (arguments, ms before) {asked}"
+            )
         if "[redacted:" in str(span["attributes"].get(sc.GEN_AI_TOOL_CALL_ARGUMENTS)):
             wrong.append(f"redacted: {call.tool} arguments hold a fingerprint")
     return wrong

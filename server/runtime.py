@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
 from tracecard.server.hooks import Hooks
+from tracecard.server.recording.tool_links import ToolCallLinks
 from tracecard.server.runs.registry import RunRegistry
 from tracecard.server.settings import Settings
 from tracecard.traces import semconv
@@ -57,6 +58,9 @@ class Runtime:
     http: httpx.AsyncClient
     runs: RunRegistry
     hooks: Hooks = field(default_factory=Hooks)
+    # model-requested calls waiting for their tool spans: one for the HTTP proxy's recorder and
+    # the stdio bridge's (a model call and a stdio tool call must meet here)
+    tool_links: ToolCallLinks = field(default_factory=ToolCallLinks)
     # Each feature's service, set by the app factory while it starts (None: not running).
     proxy: ProxyState | None = None
     stdio: StdioBridge | None = None

@@ -129,6 +129,7 @@ def build_state(runtime: Runtime) -> ProxyState:
             runtime.fingerprint_key,
             [name for name, upstream in settings.upstreams.items() if not upstream.redact],
             runtime.hooks,
+            runtime.tool_links,
         ),
         client=make_proxy_client(),
         upstreams=upstreams,

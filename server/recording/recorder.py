@@ -199,6 +199,7 @@ class Recorder:
         key: bytes | None = b"",
         plain_upstreams: Iterable[str] = (),
         hooks: Hooks | None = None,
+        tool_links: ToolCallLinks | None = None,
     ) -> None:
         self.tracer = tracer
         self.hooks = hooks  # `argument_checks`: safety rules on arguments before redaction
@@ -207,7 +208,9 @@ class Recorder:
         self._plain = self.redactor.plain()
         self.plain_upstreams = frozenset(plain_upstreams)  # `redact = false`
         self.settings = settings
-        self.tool_links = ToolCallLinks()  # model-requested calls -> the tool spans that ran them
+        # model-requested calls -> the tool spans that ran them (shared by every recorder of
+        # one server: the runtime's)
+        self.tool_links = tool_links if tool_links is not None else ToolCallLinks()
 
     def redactor_for(self, upstream: str) -> Redactor:
         """The upstream's redactor: values in clear for `redact = false`, headers always hidden."""

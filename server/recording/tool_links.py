@@ -105,8 +105,3 @@ class ToolCallLinks:
                     del pending[index]
                     return request, request.call_id, MATCHED
         return None, None, None
-
-    def forget(self, run_id: str) -> None:
-        """Drop a run's unexecuted requests (the run finished)."""
-        with self._lock:
-            self._runs.pop(run_id, None)

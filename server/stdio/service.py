@@ -25,6 +25,7 @@ async def stdio_lifespan(runtime: Runtime) -> AsyncIterator[StdioBridge]:
         runtime.fingerprint_key,
         [name for name, upstream in upstreams.items() if not upstream.redact],
         runtime.hooks,
+        runtime.tool_links,
     )
     pool = StdioUpstreams(runtime, recorder)
     bridge = StdioBridge(runtime, recorder, pool)

@@ -5,7 +5,9 @@ trace, each tool span linked to the model turn that asked for it, tokens, the mo
 from __future__ import annotations
 
 import base64
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -36,6 +38,7 @@ from tracecard.scorers.model import (
     unread_results,
 )
 
+TOOL_SERVER = Path(__file__).resolve().parents[1] / "servers" / "tool_server.py"
 HOSTILE_PROMPT = "What is 2 + 40? <script>alert(1)</script>"  # shown as text in the viewer
 set_tracing_disabled(True)  # openai-agents would export its own traces to the internet
 
@@ -46,6 +49,8 @@ def tracecard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServe
         upstreams: dict[str, dict[str, Any]] = {
             "openai": {"url": f"{model.url}/v1", "kind": "openai"},
             "tools": {"url": tools},
+            # the same tools over stdio: its bridge records with a recorder of its own
+            "stdio-tools": {"command": [sys.executable, str(TOOL_SERVER), "stdio"]},
         }
         with tracecard_for(upstreams, tmp_path_factory.mktemp("llm-frameworks")) as running:
             yield running
@@ -140,6 +145,20 @@ async def test_a_forwarded_call_id_links_and_the_otlp_export_holds_the_link(
     }
     tool_attributes = {kv.key: kv.value.string_value for kv in tool.attributes}
     assert tool_attributes["gen_ai.tool.call.id"] == "call_add"
+
+
+async def test_a_call_to_a_stdio_upstream_links_to_the_model_span_too(
+    tracecard: RunningServer,
+) -> None:
+    """Found by bench/real_model.py with llama-server and the stdio helpdesk: the stdio
+    bridge's recorder did not see the model's requested calls, so no tool span was linked."""
+    run = new_run(tracecard.url, config={"name": "pydantic-ai"})
+    provider = OpenAIProvider(base_url=run["urls"]["openai"], api_key="sk-agent")
+    toolset = MCPToolset(f"{tracecard.url}/runs/{run['id']}/mcp/stdio-tools")
+    agent = Agent(OpenAIChatModel("script-agent", provider=provider), toolsets=[toolset])
+    async with agent:
+        result = await agent.run("What is 2 + 40?")
+    check_one_trace(tracecard.url, run, result.output)
 
 
 async def test_openai_agents_responses_model_and_mcp_server(tracecard: RunningServer) -> None:
