@@ -110,8 +110,8 @@ def scorecard_table(card: dict[str, Any], title: str | None = None) -> Table:
     table = Table(
         title=title
         or f"{name} · {card['suite']['name']} · experiment {experiment['id']} · {trials} trials",
-        caption="pass_rate passes/evaluated per task · ⇄ trials disagree · n/e not evaluated · "
-        "m mean (no pass/fail)\n" + LEGEND,
+        caption="pass_rate passes/evaluated per task · ⇄ trials disagree\n"
+        "n/e not evaluated · m mean (no pass/fail)\n" + LEGEND,
         box=box.SIMPLE_HEAD,
         padding=(0, 0),
         pad_edge=False,
