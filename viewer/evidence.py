@@ -51,12 +51,12 @@ class Table:
     note: str = ""
 
     def settle(self) -> Table:
-        """Show every failing row; collapse passing rows past the first few behind a count."""
-        passing = [r for r in self.rows if r.ok is True]
+        """Show every failing row; collapse the other rows past the first few behind a count."""
+        passing = [r for r in self.rows if r.ok is not False]
         if len(passing) > SHOW_PASSING + 1:
             keep = {id(r) for r in passing[:SHOW_PASSING]}
-            self.hidden = [r for r in self.rows if r.ok is True and id(r) not in keep]
-            self.rows = [r for r in self.rows if r.ok is not True or id(r) in keep]
+            self.hidden = [r for r in self.rows if r.ok is not False and id(r) not in keep]
+            self.rows = [r for r in self.rows if r.ok is False or id(r) in keep]
         return self
 
 
@@ -149,13 +149,14 @@ class _Builder:
         extras = [c for c in evidence.get("extra_calls") or evidence.get("calls") or [] if c]
         if extras:
             label = "calls made where none was expected" if "calls" in evidence else "extra calls"
-            table = self.table(f"{prefix}{label} ({len(extras)})", ("tool", "span"))
+            table = self.table(f"{prefix}{label} ({len(extras)})", ("tool",))
             for call in extras:
                 if isinstance(call, dict):
                     sid = str(call.get("span_id") or "")
                     table.rows.append(
                         Row([Cell(_text(call.get("tool")))], None, [sid] if sid else [])
                     )
+            table.settle()
         for key in ("matched", "precision", "recall", "order", "allow_extra", "source", "note"):
             self.fact(evidence, key)
 

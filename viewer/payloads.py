@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -62,6 +63,19 @@ def _indented(value: Any) -> str:
         return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:
         return repr(value)
+
+
+def fitted(value: Any, width: int = 100) -> str:
+    """JSON on one line when it fits in `width` characters, else indented: a transcript of
+    15 small calls reads in one screen, not five."""
+    if isinstance(value, (dict, list)):
+        try:
+            line = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError:
+            return repr(value)
+        if len(line) <= width:  # short: the standard library's spacing costs nothing here
+            return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    return _indented(value)
 
 
 def pretty(value: Any) -> str:
@@ -131,7 +145,7 @@ def readable_result(raw: Any) -> Readable:
                 continue
             kind = item.get("type")
             if kind == "text" and isinstance(item.get("text"), str):
-                texts.append(_indented(parse_json_text(item["text"])))
+                texts.append(fitted(parse_json_text(item["text"])))
             elif kind == "image" and (image := _image(item)) is not None:
                 found.images.append(image)
             elif kind == "resource" and isinstance(item.get("resource"), dict):
@@ -139,7 +153,7 @@ def readable_result(raw: Any) -> Readable:
             else:
                 texts.append(f"[{kind} content]")
         if not texts and "structuredContent" in value:
-            texts.append(_indented(value["structuredContent"]))
+            texts.append(fitted(value["structuredContent"]))
         found.text = "\n".join(texts)
     if len(found.text) > RESULT_TEXT_CHARS:
         found.text = f"{found.text[:RESULT_TEXT_CHARS]}… ({len(found.text)} characters)"

@@ -20,7 +20,7 @@ from tracecard.traces import semconv as sc
 from tracecard.traces.models import RunRow, SpanRow
 from tracecard.traces.store import Store, span_row_to_dict
 from tracecard.viewer.conversation import ModelView, TranscriptEntry
-from tracecard.viewer.payloads import Image, parse_json_text, pretty, readable_result
+from tracecard.viewer.payloads import Image, fitted, parse_json_text, readable_result
 from tracecard.viewer.trace_view import span_error
 
 MAX_CALLS: Final = 60  # agent calls read with payloads for the transcript
@@ -60,7 +60,7 @@ class Story:
 
 
 def _arguments(raw: Any) -> str:
-    text = pretty(parse_json_text(raw)) if raw not in (None, "") else "(no arguments)"
+    text = fitted(parse_json_text(raw)) if raw not in (None, "") else "(no arguments)"
     if len(text) > ARGUMENT_CHARS:
         return f"{text[:ARGUMENT_CHARS]}… ({len(text)} characters)"
     return text

@@ -77,7 +77,7 @@ def test_results_are_unwrapped_and_images_are_images() -> None:
         "isError": False,
     }
     readable = readable_result(json.dumps(result))
-    assert readable.text.startswith('{\n  "ok": true\n}')
+    assert readable.text.startswith('{"ok": true}')
     assert [i.mime for i in readable.images] == ["image/png"]
     assert readable.images[0].src == f"data:image/png;base64,{pixel}"
     cut = json.dumps(result)[:50] + "…[truncated by tracecard: original size 307200 bytes]"
