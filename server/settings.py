@@ -32,15 +32,12 @@ from pydantic_settings import (
 )
 
 from tracecard.scorers._locate import LocatedIssue, dotted, find_line, reason_of, toml_error_line
+from tracecard.server.errors import ConfigError as ConfigError  # (its old home)
 from tracecard.traces.engine import default_db_url
 
 ENV_PREFIX = "TRACECARD_"
 CONFIG_NAME = "tracecard.toml"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-
-
-class ConfigError(Exception):
-    """A configuration a person must fix; the message says where and what."""
 
 
 UPSTREAM_KINDS = ("mcp", "http", "openai", "anthropic")

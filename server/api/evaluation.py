@@ -10,8 +10,7 @@ from litestar.datastructures import State
 from litestar.exceptions import HTTPException
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from tracecard.scorers import Comparison, to_csv, to_json, to_junit, to_markdown
-from tracecard.scorers.drift import ToolDrift
+from tracecard.scorers import to_csv, to_json, to_junit, to_markdown
 from tracecard.scorers.registry import check_component
 from tracecard.server.api.deps import runtime_of, service_call
 from tracecard.server.evaluation.hooks import tasks_of
@@ -28,13 +27,13 @@ from tracecard.server.evaluation.service import (
 )
 from tracecard.server.evaluation.tool_lists import check_suite_tools
 from tracecard.server.evaluation.turns import next_turn
+from tracecard.server.evaluation.views import comparison_view, config_names, with_drift
 from tracecard.server.faults import FaultPlan, check_faults
 from tracecard.server.replay import ReplayPlan, check_replay, start_faults, start_replay
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunError, get_run, model_kinds, run_urls, run_view
 from tracecard.traces.models import ExperimentRow
-from tracecard.traces.queries import get_experiment, list_experiments
-from tracecard.traces.store import Store
+from tracecard.traces.queries import list_experiments
 from tracecard.traces.verdicts import add_verdict
 
 
@@ -269,59 +268,6 @@ class CompareController(Controller):
         name_a, name_b = await _thread(config_names, store, a, b)
         view = {**comparison_view(result), "a_config": name_a, "b_config": name_b}
         return with_drift(view, drift, allow_drift)
-
-
-def config_names(store: Store, a: str, b: str) -> tuple[str, str]:
-    """The two experiments' configuration names, as a comparison names its sides (`careful`
-    vs `hasty`; with the ids' first 8 characters when both have one name)."""
-    names = []
-    for experiment_id in (a, b):
-        row = get_experiment(store, experiment_id)
-        names.append(row.config_name if row is not None else experiment_id)
-    if names[0] == names[1]:
-        return f"{names[0]} ({a[:8]})", f"{names[1]} ({b[:8]})"
-    return names[0], names[1]
-
-
-def with_drift(view: dict[str, Any], drift: ToolDrift, allow: bool) -> dict[str, Any]:
-    """The comparison with its tool drift; a drifted comparison has no verdict (null, with the
-    reason) unless `allow` (`--allow-drift`, `allow_drift=true`): the two sides may have used
-    different tools, and a difference in scores would not be the agents'."""
-    view = {**view, "tool_drift": drift.as_json()}
-    if drift.drifted and not allow:
-        view["verdict_without_drift"] = view["verdict"]
-        view["verdict"] = None
-        view["reason"] = (
-            f"tool definitions differ between the runs ({drift.describe()}): no verdict; "
-            "rerun both on the same servers, or pass --allow-drift (allow_drift=true)"
-        )
-    return view
-
-
-def comparison_view(result: Comparison) -> dict[str, Any]:
-    """A comparison as the API returns it."""
-    interval = result.interval
-    return {
-        "a": result.a_id,
-        "b": result.b_id,
-        "component": result.component,
-        "verdict": result.verdict,
-        "reason": result.reason,
-        "interval": None
-        if interval is None
-        else {"mean": interval.mean, "low": interval.low, "high": interval.high, "n": interval.n},
-        "counts": result.counts(),
-        "tasks": [
-            {
-                "task_id": t.task_id,
-                "a": t.a,
-                "b": t.b,
-                "difference": t.difference,
-                "class": t.cls,
-            }
-            for t in result.tasks
-        ],
-    }
 
 
 class RunEvaluationController(Controller):

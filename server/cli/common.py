@@ -4,20 +4,19 @@ settings, opening an existing database, binding the real port, JSON output and u
 from __future__ import annotations
 
 import argparse
-import logging
 import re
-import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
+from tracecard.server.errors import ConfigError, RunError
 
-from tracecard.server.runs.service import RunError
-from tracecard.server.settings import ConfigError, Settings, find_config, load_settings
-from tracecard.traces.engine import default_db_url, is_sqlite, normalise_url
+if TYPE_CHECKING:  # (imported when used: parsing a command's arguments loads none of them)
+    import socket
+
+    from tracecard.server.settings import Settings
 
 __all__ = [
     "EXIT_FAILED",
@@ -65,6 +64,8 @@ def add_common_flags(parser: argparse.ArgumentParser, top: bool = False) -> None
 
 def configure_logging(level: str) -> None:
     """Root at `level`; the chatty libraries at WARNING unless `level` is debug."""
+    import logging
+
     number = getattr(logging, level.upper())
     logging.basicConfig(level=number, format="%(levelname)s %(name)s: %(message)s", force=True)
     for name in CHATTY_LOGGERS:
@@ -81,12 +82,16 @@ def config_path(args: argparse.Namespace) -> str | None:
     given = getattr(args, "config", None)
     if given:
         return str(given)
+    from tracecard.server.settings import find_config
+
     found = find_config()
     return None if found is None else str(found)
 
 
 def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
     """The settings of this command; the config file used is named on stderr."""
+    from tracecard.server.settings import load_settings
+
     path = config_path(args)
     if path is not None:
         print(f"config: {path}", file=sys.stderr, flush=True)
@@ -104,6 +109,8 @@ def read_settings(args: argparse.Namespace) -> Settings:
     configured `db`, and no `.tracecard/tracecard.db`: the one database under `.tracecard/`
     (the demo's is `.tracecard/demo/tracecard.db`), named on stderr; several: a usage error
     listing them."""
+    from tracecard.traces.engine import default_db_url, normalise_url
+
     given = getattr(args, "db", None)
     settings = settings_from_args(args, db=given)
     if given or normalise_url(settings.db) != normalise_url(default_db_url()):
@@ -127,6 +134,8 @@ def read_settings(args: argparse.Namespace) -> Settings:
 
 def describe_db(url: str) -> str:
     """The database as a person would name it: the SQLite file, or the URL without password."""
+    from tracecard.traces.engine import is_sqlite, normalise_url
+
     url = normalise_url(url)
     if is_sqlite(url):
         return url.split("///", 1)[1] if "///" in url else url
@@ -139,6 +148,8 @@ def database_problem(url: str, exc: BaseException) -> str:
     """One line about a database that cannot be opened, with what to do."""
     first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     reason = first[0] if first else type(exc).__name__
+    from tracecard.traces.engine import is_sqlite
+
     hint = ""
     if not is_sqlite(url) and re.search(r'database ".*" does not exist', reason):
         from sqlalchemy.engine import make_url  # (not for a server that is down, a bad role)
@@ -170,6 +181,7 @@ def existing_store(settings: Settings) -> Iterator[Any]:
     "no experiment" errors name the database they looked in."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from tracecard.traces.engine import is_sqlite, normalise_url
     from tracecard.traces.store import Store
 
     url = normalise_url(settings.db)
@@ -198,6 +210,8 @@ def existing_store(settings: Settings) -> Iterator[Any]:
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening socket on host:port (port 0: any free one), so that the printed and
     handed-out URLs carry the port really bound."""
+    import socket
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -216,5 +230,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 def print_json(document: Any) -> None:
     """One JSON document on stdout, for scripts (`--json`)."""
+    import orjson
+
     sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
     sys.stdout.flush()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracecard.scorers import (
     STATISTICS,
@@ -25,9 +25,9 @@ from tracecard.server.cli.common import (
     print_json,
     read_settings,
 )
-from tracecard.server.evaluation.service import scorecard_for
-from tracecard.traces.queries import get_experiment, list_experiments
-from tracecard.traces.store import Store
+
+if TYPE_CHECKING:  # (the store is imported when the command runs, not to parse its flags)
+    from tracecard.traces.store import Store
 
 __all__ = [
     "add_gate_checks",
@@ -96,6 +96,8 @@ def _flag_limit(pair: str, seen: dict[str, int]) -> tuple[str, int]:
 
 def resolve_experiment(store: Store, ref: str, suite: str | None = None) -> str:
     """An experiment id, or a configuration's name (its latest experiment, on `suite` if given)."""
+    from tracecard.traces.queries import get_experiment, list_experiments
+
     if get_experiment(store, ref) is not None:
         return ref
     named = [e for e in list_experiments(store, limit=1000, suite=suite) if e.config_name == ref]
@@ -109,6 +111,8 @@ def component_statistics(card: Scorecard) -> dict[str, dict[str, Any]]:
 
 def baseline_of(store: Store, args: argparse.Namespace, card: Scorecard) -> Scorecard | None:
     """`--baseline`'s scorecard (an id or a config name), which must run `card`'s suite version."""
+    from tracecard.server.evaluation.service import scorecard_for
+
     if args.baseline is None:
         if args.no_regress:
             raise UsageError("--no-regress needs --baseline EXPERIMENT (an id or a config name)")
@@ -153,6 +157,8 @@ def flag_limits(args: argparse.Namespace, card: Scorecard) -> dict[str, int]:
 
 
 def _gate(args: argparse.Namespace) -> int:
+    from tracecard.server.evaluation.service import scorecard_for
+
     thresholds, no_regress, required = gate_inputs(args)
     with existing_store(read_settings(args)) as store:
         experiment_id = resolve_experiment(store, args.experiment)

@@ -9,26 +9,68 @@ exit 0 ok, 1 the answer is "no" (gate failed, runs errored), 2 bad usage or inpu
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tracecard import __version__
-from tracecard.server.cli.common import (
-    EXIT_USAGE,
-    add_common_flags,
-    bind_socket,
-    check_database,
-    configure_logging,
-    settings_from_args,
-)
-from tracecard.server.runs.service import RunError
-from tracecard.server.settings import MODEL_KINDS, ConfigError, Settings, UpstreamSettings
+from tracecard.server.cli.common import EXIT_USAGE, add_common_flags, configure_logging
+from tracecard.server.errors import ConfigError, RunError
+
+if TYPE_CHECKING:
+    from tracecard.server.settings import Settings, UpstreamSettings
+
+__all__ = ["COMMANDS", "build_parser", "command_of", "main", "parser_for"]
+
+CLI = "tracecard.server.cli."
+# Every command, in `--help` order: the modules whose `register` adds it (this one's for
+# `serve`) and its one-line help, exactly as those modules give it (tests/server/test_cli_start.py
+# checks both). Parsing needs only this table: `tracecard --help` and `--version` import no
+# command, `tracecard CMD ...` imports CMD's modules and what CMD needs when it runs. A command
+# missing here still works: it is parsed with every command registered, as before.
+COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "serve": ((), "run the proxy, the JSON API and the viewer"),
+    "suite": ((CLI + "suites",), "suite files: check"),
+    "score": ((CLI + "suites",), "rescore an experiment's stored traces"),
+    "compare": ((CLI + "suites",), "paired comparison of two experiments"),
+    "export": ((CLI + "suites",), "write an experiment's scorecard"),
+    "gate": (
+        (CLI + "suites",),
+        "exit 1 when an experiment misses its thresholds (pass rates, flags, regressions)",
+    ),
+    "report": (
+        (CLI + "suites",),
+        "write a CI report (GitHub Markdown: step summary and PR comment)",
+    ),
+    "run": (
+        (CLI + "run",),
+        "evaluate an agent command on a suite (k trials per task) and print the scorecard",
+    ),
+    "wrap": ((CLI + "wrap",), "run a stdio MCP server command, recording every message"),
+    "demo": (
+        (CLI + "demo",),
+        "evaluate two scripted agents on the helpdesk suite and open the viewer",
+    ),
+    "import": (
+        ("tracecard.server.bfcl.cli", CLI + "cassette"),
+        "write a suite from another benchmark's data",
+    ),
+    "audit": (
+        ("tracecard.server.audit.cli",),
+        "run the baseline agents on a suite and flag tasks that cannot measure anything",
+    ),
+}
+# Every module with a `register(sub)`, in registration order (cassette's goes under `import`).
+MODULES = tuple(dict.fromkeys(m for modules, _ in COMMANDS.values() for m in modules))
+TOP_FLAGS_WITH_VALUE = ("--log-level",)
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from tracecard.server.app import asgi_app
+    from tracecard.server.cli.common import bind_socket, check_database, settings_from_args
     from tracecard.server.serving import TracecardServer, server_options
 
     settings = settings_from_args(args, host=args.host, port=args.port, db=args.db)
@@ -59,6 +101,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _upstream_line(settings: Settings, name: str, upstream: UpstreamSettings) -> str:
     """Where agents reach the upstream (by its kind), and a fixture folder that is missing."""
+    from tracecard.server.settings import MODEL_KINDS
+
     if upstream.kind in MODEL_KINDS:
         path = f"/llm/{name}  (the model SDK's base URL)"
     else:
@@ -78,7 +122,19 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `tracecard` argument parser: every command and its options."""
+    """The `tracecard` argument parser: every command and its options (inside `main`: only
+    what the arguments being parsed need, see `parser_for`)."""
+    return parser_for(*_wanted)
+
+
+# What `main` parses, for the `build_parser()` call in it: (the command, stubs only).
+_wanted: tuple[str | None, bool] = (None, False)
+
+
+def parser_for(command: str | None = None, stubs: bool = False) -> argparse.ArgumentParser:
+    """The parser with every command (`command` None), or with `command`'s modules only
+    (their other commands come along), or with `stubs`: no module at all, every command by
+    name and help only (enough for `--help` and `--version`)."""
     parser = argparse.ArgumentParser(
         prog="tracecard",
         description="Trace-aware evaluation server for tool-calling agents: a recording MCP/HTTP "
@@ -87,6 +143,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tracecard {__version__}")
     add_common_flags(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    if stubs:
+        for name, (_, help_text) in COMMANDS.items():
+            sub.add_parser(name, help=help_text)
+        return parser
+    if command is None or command == "serve":
+        _add_serve(sub)
+    modules = MODULES if command is None else COMMANDS[command][0]
+    for name in modules:
+        importlib.import_module(name).register(sub)
+    for child in _subparsers(parser):
+        add_common_flags(child)
+    return parser
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser(
         "serve",
         help="run the proxy, the JSON API and the viewer",
@@ -103,23 +174,43 @@ def build_parser() -> argparse.ArgumentParser:
         "--db", default=None, help="database URL or SQLite file (default .tracecard/tracecard.db)"
     )
     serve.set_defaults(handler=_serve)
-    # Each command module adds its subcommands; imported here so `--help` lists them all.
-    from tracecard.server.audit import cli as audit
-    from tracecard.server.bfcl import cli as bfcl
-    from tracecard.server.cli import cassette, demo, run, suites, wrap
 
-    for module in (suites, run, wrap, demo, bfcl, audit):
-        module.register(sub)
-    cassette.register(sub)  # under `tracecard import`, which bfcl adds
-    for child in _subparsers(parser):
-        add_common_flags(child)
-    return parser
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command word of `argv` (the first argument that is not a top-level flag or its
+    value), or None when there is none (`--help`, `--version`, nothing)."""
+    after_flag = False
+    for arg in argv:
+        if after_flag:
+            after_flag = False
+        elif arg == "--":
+            return arg  # (not a command: parsed with every command, as before)
+        elif arg.startswith("-"):
+            # `--log-level LEVEL` (or an abbreviation argparse accepts): the next is its value
+            after_flag = "=" not in arg and any(
+                len(arg) > 2 and flag.startswith(arg) for flag in TOP_FLAGS_WITH_VALUE
+            )
+        else:
+            return arg
+    return None
+
+
+def _smallest_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The smallest parser that parses `argv` as the full one would."""
+    global _wanted
+    command = command_of(argv)
+    _wanted = (None, True) if command is None else (command if command in COMMANDS else None, False)
+    try:
+        return build_parser()
+    finally:
+        _wanted = (None, False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `tracecard` console script."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        parser = build_parser()  # imports most of tracecard: a Ctrl-C may come this early
+        parser = _smallest_parser(argv)  # imports the command's modules: a Ctrl-C may come now
     except KeyboardInterrupt:
         return 130
     args = parser.parse_args(argv)

@@ -19,12 +19,13 @@ from tracecard.server.cli.gate import (
     gate_inputs,
     resolve_experiment,
 )
-from tracecard.server.evaluation.service import scorecard_for
 
 __all__ = ["register"]
 
 
 def _report(args: argparse.Namespace) -> int:
+    from tracecard.server.evaluation.service import scorecard_for  # (not to parse the flags)
+
     thresholds, no_regress, required = gate_inputs(args, need_one=False)
     settings = read_settings(args)
     with existing_store(settings) as store:

@@ -9,7 +9,7 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -23,9 +23,6 @@ from tracecard.scorers import (
     to_junit,
     to_markdown,
 )
-from tracecard.server.api.evaluation import comparison_view, config_names, with_drift
-from tracecard.server.audit.trials import trials_line, with_trials_needed
-from tracecard.server.cli import cassette
 from tracecard.server.cli import gate as gate_cli
 from tracecard.server.cli import report as report_cli
 from tracecard.server.cli.common import (
@@ -39,15 +36,9 @@ from tracecard.server.cli.common import (
     warn,
 )
 from tracecard.server.cli.gate import component_statistics, known_component, resolve_experiment
-from tracecard.server.evaluation.service import (
-    compare,
-    experiment_drift,
-    experiment_with_runs,
-    rescore,
-    scorecard_for,
-)
-from tracecard.server.orchestration.summary import comparison_table, verdict_line
-from tracecard.traces.store import Store
+
+if TYPE_CHECKING:  # (what a command needs is imported when it runs, not to parse its flags)
+    from tracecard.traces.store import Store
 
 # `xml` is the old name of `junit`, kept as an alias
 WRITERS: dict[str, Any] = {
@@ -105,6 +96,8 @@ def _suite_check(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
+    from tracecard.server.evaluation.service import scorecard_for
+
     with _store(args) as store:
         code = _rescore(store, args)
         if args.json:
@@ -118,6 +111,8 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _rescore(store: Store, args: argparse.Namespace) -> int:
+    from tracecard.server.evaluation.service import experiment_with_runs, rescore
+
     _experiment, runs = experiment_with_runs(store, args.experiment)
     console = Console(stderr=True)
     with Progress(
@@ -138,6 +133,11 @@ def _rescore(store: Store, args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from tracecard.server.audit.trials import trials_line, with_trials_needed
+    from tracecard.server.evaluation.service import compare, experiment_drift
+    from tracecard.server.evaluation.views import comparison_view, config_names, with_drift
+    from tracecard.server.orchestration.summary import comparison_table, verdict_line
+
     component = known_component(args.component, "--component")
     with _store(args) as store:
         a, b = resolve_experiment(store, args.a), resolve_experiment(store, args.b)
@@ -171,7 +171,11 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from tracecard.server.evaluation.service import scorecard_for
+
     if args.format == "cassette":  # the recordings, for replay elsewhere (docs/replay.md)
+        from tracecard.server.cli import cassette
+
         return cassette.export_command(args)
     settings = read_settings(args)
     with existing_store(settings) as store:

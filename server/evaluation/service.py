@@ -33,7 +33,7 @@ from tracecard.scorers import (
 from tracecard.scorers.drift import ToolDrift, tool_drift
 from tracecard.scorers.stored import scorecard_of
 from tracecard.scorers.types import FINAL_STATUSES
-from tracecard.server.runs.service import RunError, new_run_row
+from tracecard.server.errors import RunError
 from tracecard.server.settings import Settings
 from tracecard.traces import queries, semconv
 from tracecard.traces.experiments import stored_experiment
@@ -106,6 +106,9 @@ def create_experiment(
     environment: dict[str, Any] | None = None,  # replay source, fault plan (stored as given)
 ) -> tuple[ExperimentRow, list[RunRow]]:
     """One config on one suite with `trials` runs per task, stored in one transaction."""
+    # (the run service loads the runtime: not for the commands that only read scorecards)
+    from tracecard.server.runs.service import new_run_row
+
     if not 1 <= trials <= 1000:
         raise RunError(f"trials must be between 1 and 1000, not {trials}")
     suite, suite_row = find_suite(store, suite_ref)
@@ -155,6 +158,8 @@ def new_task_run(
     trial: int,
 ) -> RunRow:
     """A run row for `POST /api/runs`, checked against its suite and experiment."""
+    from tracecard.server.runs.service import new_run_row
+
     suite_name = suite_version_ = None
     if experiment_id is not None:
         experiment = _experiment(store, experiment_id)

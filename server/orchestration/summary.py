@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -19,9 +19,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from tracecard.client import RunHandle
 from tracecard.scorers.registry import component_key, component_names
-from tracecard.server.orchestration.orchestrator import RunOutcome
+
+if TYPE_CHECKING:  # (annotations only: `tracecard compare` prints a table without a client)
+    from tracecard.client import RunHandle
+    from tracecard.server.orchestration.orchestrator import RunOutcome
 
 __all__ = ["RunProgress", "comparison_table", "failures_table", "scorecard_table", "status_line"]
 

@@ -11,6 +11,7 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracecard.scorers.types import FINAL_STATUSES
+from tracecard.server.errors import RunError as RunError  # (its old home)
 from tracecard.server.runs.registry import (
     RunInfo,
     client_label,
@@ -25,14 +26,6 @@ from tracecard.server.settings import MODEL_KINDS
 from tracecard.traces.models import RunRow
 from tracecard.traces.run_summary import end_run
 from tracecard.traces.search import index_runs
-
-
-class RunError(Exception):
-    """A request about a run that cannot be honoured; `status_code` says which HTTP error."""
-
-    def __init__(self, message: str, status_code: int = 400) -> None:
-        super().__init__(message)
-        self.status_code = status_code
 
 
 class RunCreate(BaseModel):

@@ -1,0 +1,95 @@
+"""`tracecard` answers at once (#24 item 1): `--help`, `--version` and `gate --help` parse their
+arguments without loading the database layer, the HTTP stack or the app; the command table that
+makes this possible says what every command's module says. (Speed itself: bench/cli_start.py.)"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import subprocess
+import sys
+
+import pytest
+
+from tracecard.server.cli.main import COMMANDS, build_parser, command_of, main, parser_for
+
+HEAVY = ("sqlalchemy", "aiohttp", "litestar", "opentelemetry")
+PROBE = f"""
+import contextlib, io, sys
+from tracecard.server.cli.main import main
+for argv in (["--help"], ["--version"], ["gate", "--help"]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main(argv)
+        except SystemExit as exc:
+            assert exc.code == 0, (argv, exc.code)
+    loaded = [m for m in sys.modules if m.split(".")[0] in {HEAVY!r}]
+    print(" ".join(argv), "|", out.getvalue().count("\\n"), "|", ",".join(sorted(loaded)))
+"""
+
+
+def test_help_version_and_gate_help_load_no_heavy_module() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True
+    )
+    rows = [line.split(" | ") for line in done.stdout.splitlines()]
+    assert [r[0] for r in rows] == ["--help", "--version", "gate --help"]
+    assert all(int(lines) > 0 for _, lines, _ in rows)  # each printed its answer
+    assert [loaded for _, _, loaded in rows] == ["", "", ""]
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, str | None]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {c.dest: c.help for c in action._choices_actions}
+
+
+def _child(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    child: argparse.ArgumentParser = action.choices[name]
+    return child
+
+
+def _help(parser: argparse.ArgumentParser) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        parser.parse_args(["--help"])
+    return out.getvalue()
+
+
+def test_the_command_table_is_what_the_modules_register() -> None:
+    full = build_parser()
+    assert _commands(full) == {name: help_text for name, (_, help_text) in COMMANDS.items()}
+    assert _help(parser_for(stubs=True)) == _help(full)
+    for name in COMMANDS:  # each command's own modules add it, with the same flags
+        alone = parser_for(name)
+        assert name in _commands(alone)
+        assert _child(alone, name).format_help() == _child(full, name).format_help()
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        ([], None),
+        (["--help"], None),
+        (["--version"], None),
+        (["gate", "--help"], "gate"),
+        (["--log-level", "debug", "export", "--experiment", "x"], "export"),
+        (["--log-level=info", "--debug", "run", "--", "serve"], "run"),
+        (["--log", "error", "compare", "a", "b"], "compare"),
+        (["gat", "--experiment", "run"], "gat"),  # a typo: the full parser says which exist
+    ],
+)
+def test_command_of(argv: list[str], command: str | None) -> None:
+    assert command_of(argv) == command
+
+
+def test_an_unknown_command_is_parsed_by_the_full_parser(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["gat", "--experiment", "x"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'gat'" in err and "'gate'" in err and "'audit'" in err
