@@ -139,7 +139,10 @@ class _Builder:
                 )
                 if expected is not None and name not in expected.arguments:
                     ok = None
-                seen = (observed or {}).get(name, "(absent)") if observed is not None else "?"
+                if shown is None:
+                    seen: Any = "(no call)"
+                else:  # "?": the call's arguments were not read or could not be parsed
+                    seen = observed.get(name, "(absent)") if observed is not None else "?"
                 table.rows.append(
                     Row([Cell(name), Cell(wanted), Cell(_text(seen))], ok, note="; ".join(failing))
                 )
