@@ -146,7 +146,13 @@ def read_error(output: ModelOutput, body: dict[str, Any]) -> None:
     error = body.get("error")
     if isinstance(error, dict):
         output.error_message = _str(error.get("message")) or orjson.dumps(error).decode()
-        output.error_type = _str(error.get("type")) or _str(error.get("code"))
+        code = error.get("code")
+        if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
+            # an HTTP status inside the error (llama-server's mid-stream 500): the same
+            # error.type as when that status is the response's (docs/llm.md#errors)
+            output.error_type = str(code)
+        else:
+            output.error_type = _str(error.get("type")) or _str(code)
     elif isinstance(error, str):
         output.error_message = error
 
