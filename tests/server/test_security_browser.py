@@ -281,7 +281,21 @@ def test_a_rebound_name_gets_nothing(target: Any, tmp_path: Path) -> None:
 
 
 def test_the_viewer_itself_still_works(target: Any, tmp_path: Path) -> None:
-    server, fake, run = target
+    server, fake, _ = target
+    # a scored run of its own (the form is offered only beside scores), the shared one untouched
+    suite = {"schema_version": 1, "name": "hostile-greet", "tasks": [
+        {"id": "greet", "instruction": "Say hi.", "completion": {"checks": [{"contains": "hi"}]}},
+    ]}  # fmt: skip
+    assert httpx.post(f"{server.url}/api/suites", json=suite, timeout=10).status_code == 201
+    created = httpx.post(
+        f"{server.url}/api/runs", json={"suite": "hostile-greet", "task_id": "greet"}, timeout=10
+    )
+    run = created.json()["id"]
+    finished = httpx.post(
+        f"{server.url}/api/runs/{run}/finish", json={"final_answer": "done"}, timeout=30
+    )
+    assert finished.status_code in (200, 201) and finished.json().get("scores"), finished.text
+    fake.received.clear()
     runs, notes, _ = _stored(server, run)
     with chromium(tmp_path) as ctx:
         page = ctx.new_page()
