@@ -47,7 +47,9 @@ class StreamReader:
         if not isinstance(body, dict):
             return
         if self.api == API_MESSAGES:
-            self._messages(str(body.get("type") or event_type), body)
+            # llama-server's `event: error` carries the bare error (its `type` is the error's)
+            kind = event_type if event_type == "error" else body.get("type") or event_type
+            self._messages(str(kind), body)
         elif self.api == API_RESPONSES:
             self._responses(str(body.get("type") or event_type), body)
 
@@ -142,8 +144,8 @@ class StreamReader:
                 read_usage(output, usage)
         elif kind == "message_stop":
             self.ended = True
-        elif kind == "error":
-            read_error(output, body)
+        elif kind == "error":  # Anthropic's {"type": "error", "error": {...}}, or bare
+            read_error(output, body if "error" in body else {"error": body})
 
     def _responses(self, kind: str, body: dict[str, Any]) -> None:
         output = self.output

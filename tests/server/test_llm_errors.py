@@ -8,6 +8,7 @@ llama-server's: half an answer, then `{"error": {"code": 500, "type": "server_er
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -101,3 +102,22 @@ def test_a_hang_up_with_no_upstream_failure_is_client_disconnected(
     assert attrs["error.type"] == "client_disconnected"
     assert attrs["tracecard.llm.client_disconnected"] is True
     assert "tracecard.llm.error.message" not in attrs
+
+
+def test_llama_servers_anthropic_stream_error_is_its_500() -> None:
+    """llama-server's Messages stream ends a failed generation with `event: error` and the bare
+    error object (no `{"type": "error", "error": ...}` wrapper): recorded as its 500, not as a
+    stream that broke off (the real-model bench found `upstream_protocol_error`)."""
+    from tracecard.server.recording.genai_output import API_MESSAGES
+    from tracecard.server.recording.genai_stream import StreamReader
+
+    reader = StreamReader(API_MESSAGES)
+    start = {"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 1217}}}
+    reader.event("message_start", json.dumps(start))
+    reader.event("error", json.dumps(STREAM_ERROR))
+    output = reader.finish()
+    assert output.error_type == "500" and output.error_message == STREAM_ERROR["message"]
+    wrapped = StreamReader(API_MESSAGES)  # Anthropic's own shape still reads the same way
+    overloaded = {"type": "overloaded_error", "message": "Overloaded"}
+    wrapped.event("error", json.dumps({"type": "error", "error": overloaded}))
+    assert wrapped.finish().error_type == "overloaded_error"
