@@ -68,7 +68,7 @@ def test_triage_a_failed_experiment_from_the_home_page_to_the_failing_run(
     reason = row.locator(".reason").inner_text()
     assert reason == "invocation: issue_refund: amount: not within 0.01 of 42.5", reason
     timed_out = night.runs[("last-night", "book-flight", 0)]
-    assert "run did not end on its own (status timed_out)" in page.locator(
+    assert "run did not end on its own (timed_out)" in page.locator(
         f"#run-{timed_out} .reason"
     ).inner_text()
     page.screenshot(path=str(tmp_path / "runs-failed.png"), full_page=True)
@@ -77,5 +77,9 @@ def test_triage_a_failed_experiment_from_the_home_page_to_the_failing_run(
     row.get_by_role("link", name="refund-order").click()
     page.wait_for_url(re.compile(rf"/runs/{wrong_amount}$"))
     assert "refund-order" in page.locator("h1").inner_text()
+    # the same verdict and reason at the top of the trace, the component linked to its evidence
+    assert page.locator(".summary-line .verdict-word").inner_text() == "failed"
+    said = page.locator(".verdict-reason").inner_text()
+    assert said == "invocation: issue_refund: amount: not within 0.01 of 42.5", said
     page.screenshot(path=str(tmp_path / "trace.png"))
     watched.clean()  # no console error, no dialog

@@ -11,6 +11,7 @@ from litestar.response import Redirect
 
 from tracecard.scorers.registry import check_component, component_key, component_names
 from tracecard.scorers.types import LIVE_STATUSES
+from tracecard.scorers.verdict import run_verdict
 from tracecard.traces import queries
 from tracecard.traces import semconv as sc
 from tracecard.traces.models import RunRow, ScoreRow
@@ -105,6 +106,8 @@ def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]
         "trace": trace,
         "rows": waterfall_rows(run.id, trace.lines, trace.start_ns, trace.end_ns),
         "scores": scores,
+        # the same verdict and first reason as the runs list: "finished" alone read as a pass
+        "verdict": run_verdict(run.status, scores),
         "verdicts": verdicts,
         "agreement": agreement,
         "live": run.status in LIVE_STATUSES,
