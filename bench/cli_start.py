@@ -84,7 +84,15 @@ def main() -> None:
             "--help": ["--help"],
             "--version": ["--version"],
             "gate --help": ["gate", "--help"],
-            "gate (stored)": ["gate", "--experiment", "good", "--min", "outcome=0.8", "--db", db],
+            "gate (stored)": [
+                "gate",
+                "--experiment",
+                "good",
+                "--min",
+                "completion=0.8",
+                "--db",
+                db,
+            ],
             "export (stored)": ["export", "--experiment", "good", "--format", "md", "--db", db],
             "compare (stored)": ["compare", "good", "poor", "--db", db],
         }

@@ -9,6 +9,7 @@ import contextlib
 import io
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +94,23 @@ def test_an_unknown_command_is_parsed_by_the_full_parser(
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "invalid choice: 'gat'" in err and "'gate'" in err and "'audit'" in err
+
+
+def test_the_schema_check_without_alembic_agrees_with_alembic(tmp_path: Path) -> None:
+    from alembic.script import ScriptDirectory
+
+    from tracecard.server.cli.schema import at_head, head_revision
+    from tracecard.traces.migrate import alembic_config, upgrade
+    from tracecard.traces.store import Store
+
+    heads = ScriptDirectory.from_config(alembic_config()).get_heads()
+    assert [head_revision()] == heads
+    store = Store(f"sqlite:///{tmp_path / 'old.db'}")
+    try:
+        assert not at_head(store)  # no schema at all: the command migrates
+        upgrade(store, "7653a93eeb68")  # the first revision: an old database
+        assert not at_head(store)
+        store.create_schema()
+        assert at_head(store)
+    finally:
+        store.dispose()
