@@ -221,7 +221,13 @@ def _did_nothing(
         )
         return _score(0.0, False, evidence)
     if value is None:
-        if expects_no_calls(task) or "not_evaluated" not in evidence:
+        # 0 only when a probe never ran (no verifier span: nothing was there to read); a probe
+        # that ran and failed (an unknown tool, a 5xx, a path outside the sandbox) is a defect of
+        # the suite or the tool, not the agent's, and leaves the outcome not evaluated
+        never_ran = [p for p in evidence.get("not_evaluated", []) if "span_id" not in p]
+        if expects_no_calls(task) or not never_ran or len(never_ran) < len(
+            evidence["not_evaluated"]
+        ):
             return _score(value, passed, evidence)
         evidence["reason"] = (
             "no tool calls, and the state could not be read (" + evidence["reason"] + "): "
