@@ -27,6 +27,9 @@ SUITE = r"""
 schema_version = 1
 name = "ops"
 
+[scoring]
+max_repeats = 20  # get_status is polled until the export is ready: a loop only past 20 asks
+
 [[tasks]]
 id = "export-report"
 instruction = "Export the monthly report and download it once it is ready."
