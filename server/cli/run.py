@@ -13,7 +13,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,6 +29,7 @@ from tracecard.server.cli.common import (
     warn,
 )
 from tracecard.server.cli.environment import add_replay_arguments, faults_body, replay_body
+from tracecard.server.cli.run_auto import check_auto, rounds_until_decided, trials_value
 from tracecard.server.orchestration.agents import AgentRunner, CommandAgent
 from tracecard.server.orchestration.embedded import embedded_server
 from tracecard.server.orchestration.orchestrator import Orchestrator, RunOutcome
@@ -204,66 +205,6 @@ def _agent_argv(args: argparse.Namespace) -> list[str]:
         raise UsageError(str(exc)) from exc
 
 
-def _check_auto(args: argparse.Namespace) -> bool:
-    """`--trials auto` needs `--baseline`; it starts with one trial per task."""
-    if args.trials != "auto":
-        if args.baseline:
-            raise UsageError("--baseline goes with --trials auto")
-        return False
-    if not args.baseline:
-        raise UsageError(
-            "--trials auto needs --baseline EXPERIMENT: the experiment to decide against"
-        )
-    if args.max_trials < 1:
-        raise UsageError("--max-trials must be at least 1")
-    args.trials = 1
-    return True
-
-
-def _rounds(
-    args: argparse.Namespace,
-    client: TracecardClient,
-    experiment: ExperimentHandle,
-    run_round: Callable[[ExperimentHandle], bool],
-    console: Console,
-) -> bool:
-    """Rounds of one trial per task until the comparison with --baseline is decided; False
-    when interrupted."""
-    from tracecard.server.audit.rounds import run_until_decided
-
-    stopped = False
-
-    def guarded(runs: ExperimentHandle) -> bool:
-        nonlocal stopped
-        stopped = not run_round(runs)
-        return not stopped
-
-    look, rounds = run_until_decided(
-        client,
-        experiment,
-        guarded,
-        baseline=args.baseline,
-        component=args.component,
-        max_trials=args.max_trials,
-        report=console.print,
-    )
-    console.print(
-        f"trials until decided: {look.verdict} on {args.component} after {rounds} trial(s) "
-        f"per task against {args.baseline}"
-        + ("" if look.verdict != "undecided" else f" (--max-trials {args.max_trials} reached)")
-    )
-    return not stopped
-
-
-def _trials_value(text: str) -> int | str:
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or auto, not {text!r}") from None
-
-
 def _work_root(args: argparse.Namespace) -> Path:
     return Path(args.work_dir or Path(".tracecard") / "agent-runs")
 
@@ -317,7 +258,7 @@ def run_summary_json(
 def _run(args: argparse.Namespace) -> int:
     resolve_renamed_flags(args)
     argv = _agent_argv(args)
-    auto = _check_auto(args)  # --trials auto: rounds until decided (docs/scorecards.md)
+    auto = check_auto(args)  # --trials auto: rounds until decided (docs/scorecards.md)
     if args.trials < 1 or args.concurrency < 1 or args.timeout <= 0:
         raise UsageError("--trials and --concurrency must be at least 1, --timeout positive")
     if args.max_failed_runs < 0:
@@ -370,9 +311,10 @@ def _run(args: argparse.Namespace) -> int:
             outcomes.extend(done)
             return not stopped
 
-        interrupted = not (
-            _rounds(args, client, experiment, run_round, console) if auto else run_round(experiment)
-        )
+        if auto:
+            interrupted = not rounds_until_decided(args, client, experiment, run_round, console)
+        else:
+            interrupted = not run_round(experiment)
         card = print_summary(console, client, experiment.id, outcomes)
         console.print(f"agent output and answers: {work_dir}/<run id>/")
         console.print(f"scorecard: {client.base_url}/api/experiments/{experiment.id}/scorecard.md")
@@ -432,7 +374,7 @@ def register(sub: Any) -> None:
     run.add_argument("--name", help="name of the configuration under test, e.g. careful")
     run.add_argument(
         "--trials",
-        type=_trials_value,
+        type=trials_value,
         default=1,
         help="trials per task (default 1); auto: add rounds of one trial per task until the "
         "comparison with --baseline is decided (docs/scorecards.md)",
