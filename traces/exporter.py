@@ -5,11 +5,12 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,6 +240,30 @@ class SqlSpanExporter(SpanExporter):
 DROP_WARNING_EVERY_S = 10.0  # a full queue is logged at its first drop, then at most this often
 
 
+class _CountingQueue(collections.deque[Any]):
+    """The SDK's span queue (a bounded deque: producers `appendleft`, its worker `pop`s the oldest)
+    that counts each span it drops, exactly: the full-queue test and the eviction happen under
+    one producer lock. The worker only removes spans, so it can only make room in between; the
+    SDK's own check before `appendleft` raced with it and counted a span that was then stored.
+    """
+
+    def __init__(self, size: int, dropped: Callable[[], None]) -> None:
+        super().__init__([], size)
+        self._producers = threading.Lock()
+        self._on_drop = dropped
+
+    def appendleft(self, span: Any) -> None:
+        with self._producers:
+            if self.maxlen is not None and len(self) >= self.maxlen:
+                try:
+                    self.pop()  # the oldest, as the SDK's bounded deque would
+                except IndexError:
+                    pass  # the worker emptied it meanwhile: nothing dropped
+                else:
+                    self._on_drop()
+            super().appendleft(span)
+
+
 class StoringBatchProcessor(BatchSpanProcessor):
     """The SDK's batch processor whose `force_flush` also waits for the exporter's writer, so
     that a flush means "committed" (the SDK's does not call the exporter's `force_flush`).
@@ -254,13 +279,15 @@ class StoringBatchProcessor(BatchSpanProcessor):
         self.queue_dropped = 0
         self._max_queue = int(options.get("max_queue_size") or 2048)
         self._warned_at = float("-inf")
+        batch = self._batch_processor
+        batch._queue = _CountingQueue(batch._max_queue_size, self._dropped)
 
     def on_end(self, span: ReadableSpan) -> None:
-        # the SDK's own test before it drops (BatchProcessor.emit, opentelemetry-sdk 1.45)
         batch = self._batch_processor
-        if span.context is not None and span.context.trace_flags.sampled:
-            if batch._shutdown or len(batch._queue) >= batch._max_queue_size:
-                self._dropped()
+        if span.context is not None and span.context.trace_flags.sampled and batch._shutdown:
+            self._dropped()  # the SDK ignores a span that ends after shutdown
+        if not isinstance(batch._queue, _CountingQueue):  # a new queue after a fork
+            batch._queue = _CountingQueue(batch._max_queue_size, self._dropped)
         super().on_end(span)
 
     def _dropped(self) -> None:
