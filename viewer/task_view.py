@@ -3,23 +3,18 @@ words, for the top of the trace page (read from the suite version the run was a 
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
 from tracecard.scorers.matchers import ArgMatcher
 from tracecard.scorers.spec import InvocationSpec, OutcomeSpec
-from tracecard.scorers.suite import Suite, SuiteError, Task, parse_suite
+from tracecard.scorers.suite import Suite, SuiteError, Task
+from tracecard.scorers.suite_cache import cached_suite
 from tracecard.traces import queries
 from tracecard.traces.models import RunRow
 from tracecard.traces.store import Store
-
-_PARSED_MAX: Final = 32  # parsed suites kept (a suite is parsed once, not per page view)
-_parsed: OrderedDict[str, Suite] = OrderedDict()
-_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -100,31 +95,22 @@ def _check_text(spec: dict[str, Any]) -> str:
     return f"the answer {kind[0].replace('_', ' ')} {_short(kind[1], 160)}{extra}"
 
 
-def _suite(store: Store, version: str, name: str) -> Suite | None:
-    with _lock:
-        suite = _parsed.get(version)
-        if suite is not None:
-            _parsed.move_to_end(version)
-            return suite
-    row = queries.get_suite(store, version)
-    if row is None:
-        return None
+def _suite(store: Store, version: str) -> Suite | None:
+    def read() -> tuple[str, dict[str, Any]] | None:
+        row = queries.get_suite(store, version)
+        return None if row is None else (row.name, row.document)
+
     try:
-        suite = parse_suite(orjson.dumps(row.document).decode(), "json", f"suite {name}")
+        return cached_suite(version, read)
     except SuiteError:
         return None
-    with _lock:
-        _parsed[version] = suite
-        while len(_parsed) > _PARSED_MAX:
-            _parsed.popitem(last=False)
-    return suite
 
 
 def run_task(store: Store, run: RunRow) -> Task | None:
     """The task `run` was a trial of; None for ad-hoc runs or a suite no longer stored."""
     if run.suite_version is None or run.task_id is None:
         return None
-    suite = _suite(store, run.suite_version, run.suite_name or "")
+    suite = _suite(store, run.suite_version)
     if suite is None:
         return None
     try:

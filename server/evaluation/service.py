@@ -4,9 +4,7 @@ through a worker thread and by the CLI directly on the database)."""
 from __future__ import annotations
 
 import functools
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +30,7 @@ from tracecard.scorers import (
 )
 from tracecard.scorers.drift import ToolDrift, tool_drift
 from tracecard.scorers.stored import scorecard_of
+from tracecard.scorers.suite_cache import cached_suite
 from tracecard.scorers.types import FINAL_STATUSES
 from tracecard.server.errors import RunError
 from tracecard.server.settings import Settings
@@ -187,32 +186,18 @@ def new_task_run(
     )
 
 
-# Parsed suites by version, for task_of: a version names its content, so an entry never goes
-# stale; without it every run of a 200-task BFCL suite re-read and re-parsed the whole suite
-# (0.4 s of CPU per run start, 0.55 s per rescored task).
-_PARSED_MAX = 8
-_parsed: OrderedDict[str, Suite] = OrderedDict()
-_parsed_lock = threading.Lock()
-
-
 def _suite_of(store: Store, run: RunRow, version: str) -> Suite:
-    with _parsed_lock:
-        suite = _parsed.get(version)
-        if suite is not None:
-            _parsed.move_to_end(version)
-            return suite
-    row = queries.get_suite(store, version)
-    if row is None:
+    def read() -> tuple[str, dict[str, Any]] | None:
+        row = queries.get_suite(store, version)
+        return None if row is None else (row.name, row.document)
+
+    suite = cached_suite(version, read)
+    if suite is None:
         raise RunError(
             f"run {run.id} was a trial of suite {run.suite_name!r} version "
             f"{version[:12]}, which is no longer stored; store that suite again",
             409,
         )
-    suite = _suite_from_row(row)
-    with _parsed_lock:
-        _parsed[version] = suite
-        while len(_parsed) > _PARSED_MAX:
-            _parsed.popitem(last=False)
     return suite
 
 
