@@ -19,7 +19,7 @@ from sqlmodel import Session, SQLModel
 from tracecard.traces import semconv
 from tracecard.traces.deadletter import DeadLetters
 from tracecard.traces.engine import is_sqlite, json_text, make_engine, normalise_url
-from tracecard.traces.models import RunRow, ScoreRow, SpanRow, nanos_to_db
+from tracecard.traces.models import ExperimentRow, RunRow, ScoreRow, SpanRow, nanos_to_db
 from tracecard.traces.writes import SpanDict as SpanDict
 from tracecard.traces.writes import WriteHealth, write_spans
 
@@ -247,8 +247,18 @@ class Store:
 
     # --- runs -----------------------------------------------------------------------------------
     def add_run(self, run: RunRow) -> RunRow:
+        """Insert a run; a trial of an experiment beyond its `trials` (a round of `run --trials
+        auto`, a trial added by hand) raises the experiment's `trials` to the trials that exist,
+        in the same transaction, so every reader of the row sees the trials actually run."""
         with self.writing() as session:
             session.add(run)
+            if run.experiment_id is not None:
+                session.execute(
+                    update(ExperimentRow)
+                    .where(ExperimentRow.id == run.experiment_id)  # type: ignore[arg-type]
+                    .where(ExperimentRow.trials < run.trial + 1)  # type: ignore[arg-type]
+                    .values(trials=run.trial + 1)
+                )
         return run
 
     def add_all(self, rows: Sequence[SQLModel]) -> None:

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from tracecard.server.cli.main import main
+from tracecard.traces import queries
+from tracecard.traces.store import Store
 
 SUITE = "schema_version = 1\nname = 'answers'\n" + "".join(
     f'[[tasks]]\nid = "t{i}"\ninstruction = "say ok"\n'
@@ -68,6 +70,16 @@ def test_rounds_stop_when_decided_and_at_the_cap(
     assert code == 0 and same["runs"] == 18 and same["statuses"] == {"finished": 18}
     assert "round 3 of at most 3: undecided" in err
     assert "(--max-trials 3 reached)" in err
+    # The experiment rows record the trials that ran (the experiment page, the compare
+    # estimate's k and a replay's trial check read them), not the first round's 1.
+    store = Store(workspace[workspace.index("--db") + 1])
+    trials = {
+        e: row.trials
+        for e in (baseline["experiment_id"], better["experiment_id"], same["experiment_id"])
+        if (row := queries.get_experiment(store, e)) is not None
+    }
+    store.dispose()
+    assert list(trials.values()) == [1, 1, 3]
 
 
 def test_auto_needs_a_baseline(workspace: list[str], capsys: pytest.CaptureFixture[str]) -> None:
