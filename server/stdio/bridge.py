@@ -41,7 +41,7 @@ from tracecard.server.proxy.sessions import IdleLru
 from tracecard.server.recording.recorder import Recorder
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runtime import Runtime
-from tracecard.server.stdio import handshake
+from tracecard.server.stdio import capabilities, handshake
 from tracecard.server.stdio.calls import StdioCalls
 from tracecard.server.stdio.messages import (
     MODERN_META_PREFIX,
@@ -202,6 +202,7 @@ class StdioBridge:
         if "id" not in message or "method" not in message:
             await send_bytes(send, 202, content_type=None)  # notifications are acknowledged
             return
+        await capabilities.declare(self.pool, upstream, exchange, message)
         if message["method"] == "server/discover":
             try:
                 process = await self.calls.process(upstream, exchange)

@@ -53,6 +53,7 @@ class StdioProcess:
     inject_traceparent: bool = True
     initialize_result: dict[str, Any] = field(default_factory=dict)
     client_capabilities: dict[str, Any] = field(default_factory=dict)  # sent in the handshake
+    forwarded: int = 0  # requests sent after the handshake (0: pristine, safe to replace)
     started_ns: int = 0
     exit_code: int | None = None
     stopping: bool = False
@@ -202,6 +203,7 @@ class StdioProcess:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(future, message.get("id"), pending, sink, token)
         waiter.handshake = message.get("method") == "initialize"
+        self.forwarded += not waiter.handshake
         waiter.exchange = self._exchange = exchange
         self._waiters[upstream_id] = waiter
         try:
