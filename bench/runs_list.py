@@ -67,7 +67,7 @@ def load(store: Store, count: int, rng: random.Random) -> None:
     run_sql = sql(
         "runs",
         "id, experiment_id, task_id, trial, config_name, config, status, trace_id, root_span_id,"
-        " flags, created_at, upstreams, calls, errors, tokens, duration_ms, client",
+        " flags, created_at, upstreams, calls, errors, tokens, duration_ms, client, score_verdict",
     )
     score_sql = sql(
         "scores", "run_id, component, value, passed, evidence, scorer, scorer_version, created_at"
@@ -84,14 +84,14 @@ def load(store: Store, count: int, rng: random.Random) -> None:
             created = base + timedelta(seconds=i)
             stamp = created.strftime("%Y-%m-%d %H:%M:%S.%f") if sqlite else created
             status = "finished" if rng.random() > 0.05 else "errored"
+            passes = [rng.random() > 0.25 for _component in ("invocation", "outcome")]
             runs.append(
                 (run_id, f"exp{i // 2000:04d}", f"task-{i % 50}", i % 5, f"config-{i % 7}", "{}",
                  status, f"{i:032x}", run_id, "[]", stamp, '["tools"]', rng.randint(1, 30),
                  int(rng.random() < 0.1), rng.randint(0, 20_000), rng.randint(50, 90_000),
-                 "mcp/0.1.0")
+                 "mcp/0.1.0", "passed" if all(passes) else "failed")
             )
-            for component in ("invocation", "outcome"):
-                passed = rng.random() > 0.25
+            for component, passed in zip(("invocation", "outcome"), passes, strict=True):
                 row = (run_id, component, float(passed), passed, "{}", component, "1", stamp)
                 scores.append(row)
             words = [rng.choice(vocabulary) for _ in range(12)]
@@ -203,6 +203,7 @@ def main() -> None:
                 paths = {
                     "newest page": "/runs",
                     "status=failed": "/runs?status=failed",
+                    "component=outcome": "/runs?component=outcome",
                     "search, 1 run (zanzibarville)": "/runs?q=zanzibarville",
                     "search, ~1% of runs (escalation)": "/runs?q=escalation",
                     "search, ~20% of runs (refund)": "/runs?q=refund",

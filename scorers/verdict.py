@@ -12,11 +12,22 @@ import orjson
 from tracecard.scorers.registry import component_key
 from tracecard.scorers.types import LIVE_STATUSES
 
-__all__ = ["VERDICTS", "RunVerdict", "failure_reason", "run_verdict"]
+__all__ = [
+    "SCORE_VERDICTS",
+    "VERDICTS",
+    "RunVerdict",
+    "failure_reason",
+    "run_verdict",
+    "scores_verdict",
+]
 
 # The verdicts, in the order a filter offers them; `errored`: the run itself broke (the agent or
 # its harness crashed), whatever its scores.
 VERDICTS: Final = ("passed", "failed", "not_evaluated", "errored")
+# What the scores alone say (`scores_verdict`), stored on the run as `runs.score_verdict` when
+# its scores are written, so that the runs list filters on it by index
+# (`tracecard.traces.run_list`); the run's status decides the rest (`run_verdict`).
+SCORE_VERDICTS: Final = ("passed", "failed", "not_evaluated")
 REASON_MAX: Final = 160
 
 
@@ -134,6 +145,13 @@ def run_verdict(status: str, scores: Sequence[Any]) -> RunVerdict:
         return RunVerdict("running")
     if status == "errored":
         return RunVerdict("errored")
+    return scores_verdict(scores)
+
+
+def scores_verdict(scores: Sequence[Any]) -> RunVerdict:
+    """What the scores alone say: failed (any component failed; the first in component order
+    and why) > passed (one passed) > not evaluated. The run's verdict once it ended, unless it
+    errored."""
     failing = [s for s in scores if s.passed is False]
     if failing:
         first = min(failing, key=lambda s: component_key(s.component))

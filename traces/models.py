@@ -75,6 +75,8 @@ class RunRow(SQLModel, table=True):
         Index("ix_runs_calls", "calls", "id"),
         Index("ix_runs_errors", "errors", "id"),
         Index("ix_runs_tokens", "tokens", "id"),
+        # `status=failed` (and the other verdicts) newest first, and their count, in the index
+        Index("ix_runs_verdict_created", "score_verdict", "created_at", "status"),
     )
 
     id: str = Field(primary_key=True, max_length=32)
@@ -105,6 +107,9 @@ class RunRow(SQLModel, table=True):
     tokens: int = 0  # model tokens, input + output, of the run's `chat` spans
     duration_ms: int = 0  # first recorded message to the last one's end
     end_reason: str | None = Field(default=None, max_length=32)  # ad hoc: deleted, idle, shutdown
+    # What the run's scores alone say (`tracecard.scorers.verdict.scores_verdict`: passed, failed,
+    # not_evaluated), written with the scores; the run's verdict adds its status to it.
+    score_verdict: str = Field(default="not_evaluated", max_length=16)
 
 
 class SpanRow(SQLModel, table=True):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -24,11 +23,10 @@ from sqlalchemy import (
     exists,
     false,
     func,
-    not_,
+    literal,
     or_,
     select,
     text,
-    true,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -139,18 +137,14 @@ def _prefix(column: Any, value: str) -> ColumnElement[bool]:
     return condition
 
 
-def _verdict(runs: Any, scores: Any, verdict: str) -> ColumnElement[bool]:
-    failing = exists().where(scores.run_id == runs.id, scores.passed == false())
-    passing = exists().where(scores.run_id == runs.id, scores.passed == true())
-    evaluated = exists().where(scores.run_id == runs.id, scores.passed.is_not(None))
-    ended = runs.status.not_in((*_LIVE, "errored"))
-    conditions: dict[str, Callable[[], ColumnElement[bool]]] = {
-        "errored": lambda: runs.status == "errored",
-        "failed": lambda: and_(ended, failing),
-        "passed": lambda: and_(ended, not_(failing), passing),
-        "not_evaluated": lambda: and_(ended, not_(evaluated)),
-    }
-    return conditions[verdict]()
+def _verdict(runs: Any, verdict: str) -> ColumnElement[bool]:
+    """`tracecard.scorers.verdict.run_verdict` as a condition: live runs are `running`, an
+    errored run is `errored` whatever its scores, any other run is what its scores say
+    (`runs.score_verdict`, written with them); served by `ix_runs_verdict_created`."""
+    if verdict == "errored":
+        condition: ColumnElement[bool] = runs.status == "errored"
+        return condition
+    return and_(runs.score_verdict == verdict, runs.status.not_in((*_LIVE, "errored")))
 
 
 def _conditions(
@@ -161,14 +155,15 @@ def _conditions(
     scores: Any = ScoreRow
     where: list[ColumnElement[bool]] = []
     if query.status in VERDICT_FILTERS:
-        where.append(_verdict(runs, scores, query.status))
+        where.append(_verdict(runs, query.status))
     elif query.status:
         where.append(runs.status == query.status)
     if query.component:
-        failed = [scores.run_id == runs.id, scores.passed == false()]
+        # a run where a component failed is one whose scores say "failed": the index narrows
+        where.append(runs.score_verdict == "failed")
         if query.component != "any":
-            failed.append(scores.component == query.component)
-        where.append(exists().where(*failed))
+            failed = [scores.run_id == runs.id, scores.passed == false()]
+            where.append(exists().where(*failed, scores.component == query.component))
     if query.task:
         where.append(_prefix(runs.task_id, query.task))
     if query.config:
@@ -281,8 +276,9 @@ def find_runs(
         total, exact = _searched_count(store, query, where)
     else:
         listing = select(RunRow).where(*page).order_by(*order).limit(limit + 1)
-        capped = select(runs.id).where(*where).limit(COUNT_CAP + 1).subquery()
-        counting = select(func.count()).select_from(capped)
+        # a constant, not the id: the count reads only the index that serves the filter
+        limited = select(literal(1)).select_from(RunRow).where(*where).limit(COUNT_CAP + 1)
+        counting = select(func.count()).select_from(limited.subquery())
         with store.session() as session:
             rows = list(session.scalars(listing))
             total, exact = int(session.execute(counting).scalar_one()), True

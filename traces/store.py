@@ -319,11 +319,16 @@ class Store:
         scores: dict[str, list[dict[str, Any]]],
         flags: dict[str, list[str]],
         root_events: dict[str, list[dict[str, Any]]],
+        verdicts: dict[str, str],
     ) -> None:
         """Replace the scores and flags of runs (and their roots' evaluation events) at once;
-        `scores` maps a run id to ScoreRow column values."""
+        `scores` maps a run id to ScoreRow column values, `verdicts` to what they say
+        (`runs.score_verdict`, from `tracecard.scorers.verdict.scores_verdict`)."""
         if not scores:
             return
+        missing = set(scores) - set(verdicts)
+        if missing:  # a run whose scores change keeps no stale verdict
+            raise ValueError(f"scores without a verdict for runs {sorted(missing)[:5]}")
         scores_table = ScoreRow.__table__  # type: ignore[attr-defined]
         runs_table = RunRow.__table__  # type: ignore[attr-defined]
         spans_table = SpanRow.__table__  # type: ignore[attr-defined]
@@ -332,6 +337,12 @@ class Store:
             session.execute(delete(scores_table).where(scores_table.c.run_id.in_(list(scores))))
             if rows:
                 session.execute(scores_table.insert(), rows)
+            session.execute(
+                update(runs_table)
+                .where(runs_table.c.id == bindparam("run"))
+                .values(score_verdict=bindparam("verdict")),
+                [{"run": k, "verdict": verdicts[k]} for k in scores],
+            )
             if flags:
                 session.execute(
                     update(runs_table)

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import Event
 
 from tracecard.scorers import ComponentScore, RunFacts, Task, check_call, score_run
 from tracecard.scorers.safety import record_time_checks
+from tracecard.scorers.verdict import scores_verdict
 from tracecard.server.evaluation.probe_http import ProbeHttp
 from tracecard.server.evaluation.probes import ProbeContext, run_probes
 from tracecard.server.evaluation.service import evaluation_events, new_task_run, score_rows, task_of
@@ -221,7 +222,10 @@ async def probe_and_score(runtime: Runtime, run: RunRow) -> dict[str, Any] | Non
     scores = score_run(task, spans, facts)
     await anyio.to_thread.run_sync(
         lambda: runtime.store.replace_scores(
-            {run.id: score_rows(fresh, scores)}, {run.id: scores.flags}, {}
+            {run.id: score_rows(fresh, scores)},
+            {run.id: scores.flags},
+            {},
+            {run.id: scores_verdict(scores.components).word},
         )
     )
     tasks_of(runtime).drop(run.id)

@@ -32,6 +32,7 @@ from tracecard.scorers.drift import ToolDrift, tool_drift
 from tracecard.scorers.stored import scorecard_of
 from tracecard.scorers.suite_cache import cached_suite
 from tracecard.scorers.types import FINAL_STATUSES
+from tracecard.scorers.verdict import scores_verdict
 from tracecard.server.errors import RunError
 from tracecard.server.settings import Settings
 from tracecard.traces import queries, semconv
@@ -265,6 +266,7 @@ def rescore(
         rows: dict[str, list[dict[str, Any]]] = {}
         flags: dict[str, list[str]] = {}
         events: dict[str, list[dict[str, Any]]] = {}
+        verdicts: dict[str, str] = {}
         for run in batch:
             key = (run.suite_version or "", run.task_id or "")
             if key not in tasks:
@@ -282,11 +284,12 @@ def rescore(
             results[run.id] = scores
             rows[run.id] = score_rows(run, scores)
             flags[run.id] = scores.flags
+            verdicts[run.id] = scores_verdict(scores.components).word
             root = next((s for s in spans[run.id] if s["span_id"] == run.root_span_id), None)
             if root is not None:
                 kept = [e for e in root["events"] if e.get("name") != semconv.EVAL_EVENT_NAME]
                 events[run.root_span_id] = kept + evaluation_events(scores.components)
-        store.replace_scores(rows, flags, events)
+        store.replace_scores(rows, flags, events, verdicts)
         if progress is not None:
             progress(min(start + chunk, len(runs)))
     return results

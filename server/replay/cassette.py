@@ -21,6 +21,7 @@ from typing import IO, Any
 
 import orjson
 
+from tracecard.scorers.verdict import scores_verdict
 from tracecard.server.runs.service import RunError
 from tracecard.traces import queries
 from tracecard.traces.models import ExperimentRow, RunRow, ScoreRow, SuiteRow
@@ -113,6 +114,17 @@ def read_header(lines: Iterator[dict[str, Any]], path: str) -> dict[str, Any]:
     return header
 
 
+def _score_verdicts(rows: list[Any]) -> None:
+    """Each run's `score_verdict` from its imported scores (older cassettes carry none)."""
+    scores: dict[str, list[ScoreRow]] = {}
+    for row in rows:
+        if isinstance(row, ScoreRow):
+            scores.setdefault(row.run_id, []).append(row)
+    for row in rows:
+        if isinstance(row, RunRow):
+            row.score_verdict = scores_verdict(scores.get(row.id, [])).word
+
+
 def import_cassette(store: Store, path: Path) -> CassetteCounts:
     """Load a cassette into `store`; its experiment keeps its id (an error when present)."""
     with path.open("rb") as source:
@@ -142,5 +154,6 @@ def import_cassette(store: Store, path: Path) -> CassetteCounts:
                 rows.append(_dates(ScoreRow, line["score"]))
                 counts["score"] += 1
         store.insert_spans(spans)
+        _score_verdicts(rows)
         store.add_all(rows)
     return CassetteCounts(experiment.id, counts["run"], counts["span"], counts["score"])
