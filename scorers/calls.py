@@ -44,6 +44,10 @@ class ToolCall:
     result: dict[str, Any] | None = None  # the CallToolResult, when recorded and readable
     # argument-pattern rules checked on the arguments as sent (`tracecard.safety.checked`)
     checked: dict[str, Any] | None = None
+    # a multi round-trip call (MCP 2026-07-28): how many requests it took on the wire, and the
+    # client's answers to the server's questions, [{round, responses}] (None: it asked none)
+    rounds: int = 1
+    answers: list[dict[str, Any]] | None = None
 
     @property
     def result_text(self) -> str | None:
@@ -143,6 +147,8 @@ def _as_call(span: Span, reported: bool = False) -> ToolCall | None:
     error_type = attrs.get(sc.ERROR_TYPE)
     blocked_rule = attrs.get(sc.BLOCKED_RULE)
     checked = parse_json_text(attrs.get(sc.SAFETY_CHECKED)).value
+    rounds = attrs.get(sc.MRTR_ROUNDS)
+    answers = parse_json_text(attrs.get(sc.MRTR_ANSWERS)).value if rounds else None
     return ToolCall(
         span_id=str(span.get("span_id", "")),
         tool=tool,
@@ -158,6 +164,8 @@ def _as_call(span: Span, reported: bool = False) -> ToolCall | None:
         end_ns=int(span.get("end_time_unix_nano") or _start(span)),
         result=result if isinstance(result, dict) else None,
         checked=checked if isinstance(checked, dict) else None,
+        rounds=rounds if isinstance(rounds, int) and rounds > 0 else 1,
+        answers=answers if isinstance(answers, list) else None,
     )
 
 

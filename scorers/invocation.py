@@ -120,7 +120,17 @@ def _call_ref(call: ToolCall) -> dict[str, Any]:
     ref: dict[str, Any] = {"span_id": call.span_id, "tool": call.tool}
     if call.blocked:
         ref["blocked"] = True
-    return ref
+    return _with_answers(ref, call)
+
+
+def _with_answers(row: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    """A multi round-trip call's rounds and the agent's answers to the server's questions
+    (elicitation, sampling), as evidence beside the call."""
+    if call.rounds > 1:
+        row["rounds"] = call.rounds
+    if call.answers:
+        row["answers"] = call.answers
+    return row
 
 
 def _abstention(calls: list[ToolCall]) -> tuple[float, bool, dict[str, Any]]:
@@ -183,9 +193,12 @@ def evaluate_calls(
         row: dict[str, Any] = {"tool": exp.tool, "span_id": None}
         if e_index in pairs:
             row["span_id"] = calls[pairs[e_index]].span_id
+            _with_answers(row, calls[pairs[e_index]])
         else:
             near = [c for c in calls if c.tool == exp.tool]
-            row["closest"] = [{"span_id": c.span_id, "why": call_matches(exp, c)} for c in near]
+            row["closest"] = [
+                _with_answers({"span_id": c.span_id, "why": call_matches(exp, c)}, c) for c in near
+            ]
             if not near:
                 row["why"] = "no call to this tool"
             elif spec.order != "any" and all(not call_matches(exp, c) for c in near):

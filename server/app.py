@@ -19,6 +19,7 @@ from tracecard.server.api.runs import RunController
 from tracecard.server.evaluation.feature import HANDLERS as EVALUATION_HANDLERS
 from tracecard.server.evaluation.feature import evaluation_lifespan
 from tracecard.server.evaluation.feature import install as install_evaluation
+from tracecard.server.mrtr import install_mrtr, mrtr_lifespan
 from tracecard.server.proxy import ProxyRouter, proxy_lifespan
 from tracecard.server.recording.ingest import ingest_traces, issue_wrap_credential
 from tracecard.server.recording.ingest import install as install_otlp_ingest
@@ -82,7 +83,9 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
             install_evaluation(runtime)
             install_otlp_ingest(runtime)
             install_replay(runtime)  # after evaluation: its finish report follows the probes
+            install_mrtr(runtime)  # before the recorders; its finish hook runs first
             await stack.enter_async_context(evaluation_lifespan(runtime))
+            await stack.enter_async_context(mrtr_lifespan(runtime))  # closes after the proxy
             await stack.enter_async_context(replay_lifespan(runtime))  # open runs' indexes
             await stack.enter_async_context(proxy_lifespan(runtime))
             await stack.enter_async_context(stdio_lifespan(runtime))

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Event
 
     from tracecard.server.evaluation.hooks import BlockDecision
+    from tracecard.server.mrtr.calls import LogicalCalls
     from tracecard.server.replay.environment import TrialEnvironment
     from tracecard.server.runs.registry import RunInfo
     from tracecard.server.runs.service import RunCreate
@@ -62,3 +63,5 @@ class Hooks:
     task_fixture: TaskFixture | None = None
     # Replay (server/replay) on the proxy's and the stdio bridge's hot path, memory only.
     environment: TrialEnvironment | None = None
+    # Multi round-trip requests (server/mrtr): the recorder's rounds -> one logical call.
+    mrtr: LogicalCalls | None = None

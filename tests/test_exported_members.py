@@ -137,6 +137,7 @@ EXPECTED: dict[str, set[str]] = {
         "run_process",
         "upstream_variable",
     },
+    "tracecard.server.mrtr": {"LogicalCalls", "install_mrtr", "mrtr_lifespan"},
     "tracecard.server.proxy": {"ProxyRouter", "ProxyState", "match", "proxy_lifespan"},
     "tracecard.server.stdio": {
         "StdioBridge",

@@ -82,16 +82,12 @@ AGENT_TRACE_ID: Final = "tracecard.agent.trace_id"
 EVIDENCE: Final = "tracecard.evidence"
 EVIDENCE_AGENT_REPORTED: Final = "agent_reported"
 TRUNCATED: Final = "tracecard.truncated"  # bool: some payload attribute was cut
-REQUEST_BODY: Final = (
-    "tracecard.request.body"  # raw request text when not JSON-RPC
-)
+REQUEST_BODY: Final = "tracecard.request.body"  # raw request text when not JSON-RPC
 RESPONSE_BODY: Final = "tracecard.response.body"  # raw response text (plain HTTP tools)
 PARSE_ERROR: Final = "tracecard.parse_error"  # why the agent's message could not be parsed
 JSONRPC_ERROR_MESSAGE: Final = "tracecard.jsonrpc.error.message"
 RPC_PARAMS: Final = "tracecard.rpc.params"  # JSON text: request params of non tools/call methods
-RPC_RESULT: Final = (
-    "tracecard.rpc.result"  # JSON text: result of other methods
-)
+RPC_RESULT: Final = "tracecard.rpc.result"  # JSON text: result of other methods
 TOOL_IS_ERROR: Final = "tracecard.tool.is_error"  # bool, tools/call result had isError
 TOOL_ANNOTATIONS: Final = "tracecard.tool.annotations"  # JSON text, from tools/list, on tools/call
 BLOCKED_RULE: Final = "tracecard.blocked.rule"  # safety rule id that blocked the call (enforce)
@@ -132,6 +128,16 @@ REPLAY_CLOSEST: Final = "tracecard.replay.closest"  # on a miss: the nearest rec
 FAULT_KIND: Final = "tracecard.fault.kind"  # an injected fault's kind (latency_ms, timeout...)
 FAULT_RULE: Final = "tracecard.fault.rule"  # the fault plan's rule id that injected it
 
+# multi round-trip requests (MCP 2026-07-28, SEP-2322; server/mrtr, docs/proxy.md): one logical
+# call is a parent span (the call, its final result) with each round on the wire as a child
+MRTR_ROUNDS: Final = "tracecard.mrtr.rounds"  # int, on the logical call's span
+MRTR_ROUND: Final = "tracecard.mrtr.round"  # int (1-based), on each round's span
+MRTR_INPUT_REQUESTS: Final = "tracecard.mrtr.input_requests"  # JSON text: what the server asked
+MRTR_INPUT_RESPONSES: Final = "tracecard.mrtr.input_responses"  # JSON text: the client's answers
+MRTR_REQUEST_STATE: Final = "tracecard.mrtr.request_state"  # the opaque state, as sent (redacted)
+# JSON text on the logical call: every round's answers in order, [{round, responses}] (evidence)
+MRTR_ANSWERS: Final = "tracecard.mrtr.answers"
+
 # --- error.type values -------------------------------------------------------------------------
 ERR_TOOL: Final = "tool_error"
 ERR_TIMEOUT: Final = "timeout"
@@ -142,6 +148,8 @@ ERR_VERIFIER_ONLY: Final = "verifier_only_tool"  # an agent called a verifier-on
 ERR_TOO_LARGE: Final = "response_too_large"  # an answer (or SSE event) past a size limit
 ERR_CLIENT_DISCONNECTED: Final = "client_disconnected"  # the agent hung up, the upstream was fine
 ERR_REPLAY_MISS: Final = "replay_miss"  # replay had no recorded answer (on_miss = "error")
+ERR_MRTR_UNMATCHED: Final = "mrtr_unmatched"  # a retry (inputResponses) of no open round
+ERR_MRTR_INCOMPLETE: Final = "mrtr_incomplete"  # the server asked; the client never retried
 
 # --- evaluation events (scores written onto the run's root span) -------------------------------
 EVAL_EVENT_NAME: Final = "gen_ai.evaluation.result"

@@ -45,6 +45,7 @@ class StoryEntry:
     cut: str = ""  # why the text is incomplete
     duration_ns: int | None = None
     target: str = ""  # the span that executed a requested call
+    answers: str = ""  # a multi round-trip call: the agent's answers to the server, per round
 
 
 @dataclass
@@ -80,6 +81,8 @@ def call_entry(span: dict[str, Any], requested: bool = False) -> StoryEntry | No
     method = attributes.get(sc.MCP_METHOD_NAME)
     if tool is None and method not in (None, "tools/call"):
         return None  # initialize, tools/list...: plumbing, in the waterfall only
+    if sc.MRTR_ROUND in attributes:
+        return None  # one round of a multi round-trip call: its parent is the call
     raw = attributes.get(sc.GEN_AI_TOOL_CALL_ARGUMENTS, attributes.get(sc.REQUEST_BODY))
     result = attributes.get(sc.GEN_AI_TOOL_CALL_RESULT, attributes.get(sc.RESPONSE_BODY))
     readable = readable_result(result) if result is not None else None
@@ -103,7 +106,33 @@ def call_entry(span: dict[str, Any], requested: bool = False) -> StoryEntry | No
             else ""
         ),
         duration_ns=_duration(span),
+        answers=_answers(attributes.get(sc.MRTR_ANSWERS)),
     )
+
+
+def _answers(raw: Any) -> str:
+    """The agent's answers to a server's questions (MCP multi round-trip), one line each:
+    an elicitation's action and content, a sampled message's text, else the JSON."""
+    rounds = parse_json_text(raw) if isinstance(raw, str) else None
+    if not isinstance(rounds, list):
+        return ""
+    lines = []
+    for entry in rounds:
+        if not isinstance(entry, dict) or not isinstance(entry.get("responses"), dict):
+            continue
+        for answer in entry["responses"].values():
+            lines.append(f"round {entry.get('round')}: {_answer(answer)}")
+    return "\n".join(lines)
+
+
+def _answer(answer: Any) -> str:
+    if isinstance(answer, dict) and "action" in answer:  # elicitation
+        content = answer.get("content")
+        return f"{answer['action']} {fitted(content)}" if content else str(answer["action"])
+    content = answer.get("content") if isinstance(answer, dict) else None
+    if isinstance(content, dict) and isinstance(content.get("text"), str):  # sampling
+        return f"sampled {content['text']!r}"
+    return fitted(answer)
 
 
 def check_entry(span: dict[str, Any]) -> StoryEntry:

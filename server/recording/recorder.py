@@ -211,6 +211,8 @@ class Recorder:
         # model-requested calls -> the tool spans that ran them (shared by every recorder of
         # one server: the runtime's)
         self.tool_links = tool_links if tool_links is not None else ToolCallLinks()
+        # multi round-trip requests: rounds of one logical call (server/mrtr), when installed
+        self.mrtr = hooks.mrtr if hooks is not None else None
 
     def redactor_for(self, upstream: str) -> Redactor:
         """The upstream's redactor: values in clear for `redact = false`, headers always hidden."""
@@ -284,6 +286,8 @@ class Recorder:
             forwarded = meta.get(META_KEY) if isinstance(meta, dict) else None
             forwarded = str(forwarded) if isinstance(forwarded, str | int) else None
             pending.tool_call = (exchange.run.id, target, params.get("arguments"), forwarded)
+        if self.mrtr is not None:
+            self.mrtr.started(pending, message)
         return pending
 
     def _link_requested(self, pending: PendingCall) -> None:
@@ -309,6 +313,19 @@ class Recorder:
 
     def finish(self, pending: PendingCall, response: Mapping[str, Any] | None) -> None:
         """Close the span with the JSON-RPC response (None for a notification)."""
+        if self.mrtr is not None and self.mrtr.answered(self, pending, response):
+            return  # a round of a multi round-trip call: server/mrtr closes it
+        self.complete(pending, response)
+
+    def complete(
+        self,
+        pending: PendingCall,
+        response: Mapping[str, Any] | None,
+        error_type: str | None = None,
+        error_message: str = "",
+    ) -> None:
+        """Close the span with the response as one whole call (`finish` without the MRTR
+        hook; server/mrtr closes a logical call with it), `error_type` over any other."""
         span = pending.span
         if response is not None:
             error = response.get("error")
@@ -325,6 +342,9 @@ class Recorder:
             else:
                 redactor = pending.redactor or self.redactor
                 self._record_result(span, pending.method, response.get("result"), redactor)
+        if error_type is not None:
+            span.set_attribute(semconv.ERROR_TYPE, error_type)
+            span.set_status(Status(StatusCode.ERROR, error_message))
         self._link_requested(pending)
         span.end()
 
@@ -344,6 +364,8 @@ class Recorder:
 
     def fail(self, pending: PendingCall, error_type: str, message: str) -> None:
         """Close the span with a transport failure (`timeout`, `upstream_unavailable`, ...)."""
+        if self.mrtr is not None:
+            self.mrtr.failed(self, pending, error_type, message)
         if is_version_probe(pending.method, error_type):  # an older server's HTTP 4xx
             pending.span.set_attribute(semconv.PROBE, semconv.PROBE_VERSION)
             pending.span.set_attribute(semconv.JSONRPC_ERROR_MESSAGE, message)
