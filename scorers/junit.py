@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from .scorecard import RunRecord, Scorecard
+from .verdict import failure_reason
 
 __all__ = ["to_junit"]
 
@@ -39,11 +40,7 @@ def _reason(run: RunRecord, component: str) -> str:
     score = next((s for s in run.components if s.component == component), None)
     if score is None:
         return ""
-    evidence = score.evidence
-    reason = evidence.get("reason") or evidence.get("note") or ""
-    if not reason and component == "safety" and evidence.get("violations"):
-        reason = "violated " + ", ".join(str(v.get("rule")) for v in evidence["violations"])
-    return " ".join(str(reason).split())[:300]
+    return failure_reason(component, score.evidence)  # the runs list's words
 
 
 def to_junit(scorecard: Scorecard, base_url: str | None = None) -> str:

@@ -22,6 +22,7 @@ from .repeats import (
 from .statistics import StatisticName
 from .suite import Suite, suite_version
 from .types import ComponentScore
+from .verdict import run_verdict, scores_verdict
 
 __all__ = [
     "SCORECARD_SCHEMA_VERSION",
@@ -65,12 +66,15 @@ class RunRecord(_Model):
     output_tokens: int | None = None
 
     def first_failure(self) -> str | None:
-        """`component: reason` of the first component that failed, for CI output."""
-        for score in self.components:
-            if score.passed is False:
-                reason = score.evidence.get("reason") or score.evidence.get("note") or "failed"
-                return f"{score.component}: {reason}"
-        return None
+        """`component: reason` of the first component that failed (in component order), for CI
+        output: the words the runs list and the trace page show (`tracecard.scorers.verdict`)."""
+        verdict = scores_verdict(self.components)
+        return f"{verdict.component}: {verdict.reason}" if verdict.word == "failed" else None
+
+    @property
+    def verdict(self) -> str:
+        """passed, failed, not_evaluated, errored (or running): `scorers.verdict.run_verdict`."""
+        return run_verdict(self.status, self.components).word
 
 
 class Verdict(_Model):

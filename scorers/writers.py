@@ -13,7 +13,7 @@ import orjson
 from pydantic import ValidationError
 
 from .junit import to_junit
-from .scorecard import SCORECARD_SCHEMA_VERSION, RunRecord, Scorecard, Statistic, TaskCard
+from .scorecard import SCORECARD_SCHEMA_VERSION, Scorecard, Statistic, TaskCard
 
 __all__ = [
     "ScorecardFormatError",
@@ -35,7 +35,7 @@ def to_json(scorecard: Scorecard, base_url: str | None = None) -> bytes:
     verdict, first failure and viewer URL."""
     document = scorecard.model_dump(mode="json")
     for run, record in zip(document["runs"], scorecard.runs, strict=True):
-        run["verdict"] = run_verdict(record)
+        run["verdict"] = record.verdict
         run["first_failure"] = record.first_failure()
         run["viewer_url"] = run_url(record.run_id, base_url)
     return orjson.dumps(document, option=orjson.OPT_INDENT_2)
@@ -137,14 +137,6 @@ def run_url(run_id: str, base_url: str | None) -> str:
     return f"{(base_url or '').rstrip('/')}/runs/{run_id}"
 
 
-def run_verdict(run: RunRecord) -> str:
-    """`passed` (every evaluated component passed), `failed` (one failed) or `not_evaluated`."""
-    judged = [s.passed for s in run.components if s.passed is not None]
-    if not judged:
-        return "not_evaluated"
-    return "passed" if all(judged) else "failed"
-
-
 RUN_COLUMNS = [
     "experiment_id",
     "config",
@@ -188,7 +180,7 @@ def to_csv(scorecard: Scorecard, base_url: str | None = None) -> str:
             run.run_id,
             run.trial,
             run.status,
-            run_verdict(run),
+            run.verdict,
             _cell(None if run.duration_s is None else round(run.duration_s, 3)),
             _cell(run.calls),
             _cell(run.input_tokens),

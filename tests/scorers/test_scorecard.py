@@ -184,7 +184,8 @@ def test_csv_one_row_per_run_and_component(card: Scorecard) -> None:
         first["verdict"] == "passed" and first["viewer_url"] == "http://ci:7800/runs/read-notes-0"
     )
     assert rows[2]["flags"] == "hallucinated_completion"
-    assert rows[2]["verdict"] == "failed" and rows[2]["first_failure"] == "outcome: failed"
+    assert rows[2]["verdict"] == "failed"
+    assert rows[2]["first_failure"] == "outcome: failed (see the evidence)"  # the runs list's words
 
 
 def test_markdown_tables_escape_cells(card: Scorecard) -> None:

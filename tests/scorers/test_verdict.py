@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from tracecard.scorers.scorecard import RunRecord
+from tracecard.scorers.types import ComponentScore
 from tracecard.scorers.verdict import failure_reason, run_verdict
 
 
@@ -44,3 +46,25 @@ def test_efficiency_says_what_it_counted() -> None:
         "3 calls for 2 optimal; 1 redundant call(s); 1 tool error(s), 0 not recovered; latency 0.50"
     )
     assert failure_reason("efficiency", {"reason": "over budget\n by far"}) == "over budget by far"
+
+
+def test_exports_say_what_the_runs_list_says() -> None:
+    """The scorecard's verdict and first failure (JSON, CSV, CI output) are the runs list's."""
+    failing = ComponentScore(
+        component="outcome",
+        value=0.0,
+        passed=False,
+        scorer="outcome",
+        version="1",
+        evidence={"predicates": [{"probe": "order", "path": "$.status", "op": "eq",
+                                  "value": "refunded", "observed": "open", "holds": False}]},
+    )
+    passing = failing.model_copy(update={"component": "invocation", "passed": True})
+    finished = RunRecord(run_id="r", task_id="t", status="finished", components=[passing, failing])
+    assert finished.verdict == "failed" == run_verdict("finished", finished.components).word
+    assert finished.first_failure() == "outcome: order $.status: expected eq refunded, got open"
+    errored = finished.model_copy(update={"status": "errored"})  # it broke: not "failed"
+    assert errored.verdict == "errored" == run_verdict("errored", errored.components).word
+    assert errored.first_failure() == finished.first_failure()  # why its scores failed, still
+    clean = finished.model_copy(update={"components": [passing]})
+    assert clean.verdict == "passed" and clean.first_failure() is None
