@@ -125,6 +125,14 @@ REPLAY_LIVE: Final = "live"  # not recorded, forwarded live (on_miss = "live")
 REPLAY_MISS: Final = "miss"  # not recorded, answered with an error (on_miss = "error")
 REPLAY_SOURCE_SPAN: Final = "tracecard.replay.source_span_id"  # the recorded span replayed
 REPLAY_CLOSEST: Final = "tracecard.replay.closest"  # on a miss: the nearest recorded request
+# model spans: what replay needs to give the answer again (docs/replay.md#model-answers)
+LLM_RESPONSE_EVENTS: Final = "tracecard.llm.response.events"  # JSON text: the SSE events as sent
+# how the answer was stored: LLM_STORED_WHOLE (byte for byte), _REDACTED, _CUT, _BROKEN
+LLM_RESPONSE_STORED: Final = "tracecard.llm.response.stored"
+LLM_STORED_WHOLE: Final = "whole"  # the bytes as the agent got them (after content decoding)
+LLM_STORED_REDACTED: Final = "redacted"  # secret values fingerprinted (re-encoded JSON)
+LLM_STORED_CUT: Final = "cut"  # over recording.payload_cap_bytes: not replayed
+LLM_STORED_BROKEN: Final = "broken"  # the answer broke off (upstream or agent): not replayed
 FAULT_KIND: Final = "tracecard.fault.kind"  # an injected fault's kind (latency_ms, timeout...)
 FAULT_RULE: Final = "tracecard.fault.rule"  # the fault plan's rule id that injected it
 

@@ -22,7 +22,10 @@ def add_replay_arguments(run: Any) -> None:
         "--replay",
         choices=("tools", "model", "all"),
         default="tools",
-        help="what is replayed (default tools; this version replays tool answers only)",
+        help=(
+            "what is replayed: tools (live model), model (live tools), all (nothing live: "
+            "a determinism check); default tools"
+        ),
     )
     group.add_argument(
         "--replay-trial",

@@ -66,6 +66,9 @@ async def handle_llm(
         server_address=upstream.host,
         server_port=upstream.port,
     )
+    environment = state.runtime.hooks.environment  # replay: the recorded answer, no upstream
+    if environment is not None and await environment.llm(state.recorder, exchange, send):
+        return
     url = upstream_url(upstream, raw_query, path)
     try:
         response = await open_upstream(
@@ -77,6 +80,7 @@ async def handle_llm(
         timed_out = exchange.error == semconv.ERR_TIMEOUT
         raise ProxyError(504 if timed_out else 502, exchange.error_text) from None
     exchange.status_code = response.status_code
+    exchange.response_headers = response.headers.multi_items()
     await send(
         {
             "type": "http.response.start",
@@ -96,6 +100,8 @@ async def handle_llm(
         await send({"type": "http.response.body", "body": b""})
     # else: the body is left unended, so the server closes the connection and the agent sees
     # the upstream's failure as it would have on a direct connection (not a clean end)
+    if environment is not None:  # what replay needs to give this answer again
+        exchange.extra.update(environment.model_answer(state.recorder, exchange))
     record_model_call(state.recorder, exchange, end_ns)
 
 
@@ -157,7 +163,10 @@ async def _relay_stream(
                     timer.reschedule(now + idle)
                     moved = now
                 unread = b""
-                for event in parser.feed(decoder.feed(chunk)):
+                data = decoder.feed(chunk)
+                if len(exchange.stream_raw) <= _KEEP_MAX:  # for replay (server/replay)
+                    exchange.stream_raw += data
+                for event in parser.feed(data):
                     reader.event(event.event, event.data)
         for event in parser.close():
             reader.event(event.event, event.data)

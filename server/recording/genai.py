@@ -48,6 +48,9 @@ class ModelExchange:
     error: str | None = None  # a transport error type (timeout, upstream_protocol_error...)
     error_text: str = ""
     client_disconnected: bool = False  # the agent hung up before the stream ended
+    response_headers: list[tuple[str, str]] = field(default_factory=list)
+    stream_raw: bytearray = field(default_factory=bytearray)  # a stream's bytes, decoded
+    extra: dict[str, Any] = field(default_factory=dict)  # replay's attributes (server/replay)
 
 
 def _json(recorder: Recorder, value: Any, attributes: dict[str, Any], key: str) -> bool:
@@ -209,6 +212,7 @@ def record_model_call(recorder: Recorder, exchange: ModelExchange, end_ns: int) 
         attributes[semconv.LLM_CLIENT_DISCONNECTED] = True
     if truncated:
         attributes[semconv.TRUNCATED] = True
+    attributes.update(exchange.extra)
     if exchange.api is not None:
         name = f"{semconv.OP_CHAT} {model or (output.model if output else None) or 'unknown'}"
     else:

@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlencode
 import orjson
 
 from tracecard.server.settings import RecordingSettings
-from tracecard.traces.secrets import fingerprint
+from tracecard.traces.secrets import fingerprint, is_fingerprint
 
 __all__ = [
     "DEEP_MARKER",
@@ -135,7 +135,10 @@ class Redactor:
         return self.values and self.secret_keys(name)
 
     def mask(self, value: Any) -> str:
-        """The stored form of a secret value."""
+        """The stored form of a secret value; a fingerprint stays itself (a replayed answer
+        hands the agent fingerprints, and what it sends back must match their recording)."""
+        if is_fingerprint(value):
+            return str(value)
         return fingerprint(self.key or b"", value)
 
     def value(self, node: Any) -> Any:

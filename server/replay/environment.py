@@ -18,12 +18,15 @@ from tracecard.server.recording.recorder import Exchange, Recorder
 from tracecard.server.replay.http import HttpAnswer, replay_http
 from tracecard.server.replay.index import RunReplay
 from tracecard.server.replay.mcp import replay_other, replay_post
+from tracecard.server.replay.model import replay_model
+from tracecard.server.replay.model_store import answer_attributes
 from tracecard.server.replay.stdio import ReplayedProcess
 
 if TYPE_CHECKING:
     from tracecard.server.proxy.calls import Calls
     from tracecard.server.proxy.forward import RequestHeaders
     from tracecard.server.proxy.state import ProxyState
+    from tracecard.server.recording.genai import ModelExchange
     from tracecard.server.stdio.pool import StdioUpstreams
 
 
@@ -91,6 +94,17 @@ class TrialEnvironment:
         if replay is None:
             return None
         return replay_http(replay, recorder, upstream, role, method, path, query, body)
+
+    async def llm(self, recorder: Recorder, exchange: ModelExchange, send: Send) -> bool:
+        """A model request of a run that replays its model: answered here (True), or forward."""
+        replay = self.replays.get(exchange.run.id)
+        if replay is None:
+            return False
+        return await replay_model(replay, recorder, exchange, send)
+
+    def model_answer(self, recorder: Recorder, exchange: ModelExchange) -> dict[str, Any]:
+        """What a later replay needs of this live model answer (attributes for its span)."""
+        return answer_attributes(recorder, exchange)
 
     async def stdio_process(
         self, upstream: str, exchange: Exchange, recorder: Recorder, pool: StdioUpstreams

@@ -31,6 +31,7 @@ class HttpAnswer:
     error: str | None = None
     error_type: str = semconv.ERR_REPLAY_MISS
     transform: Callable[[bytes], bytes] | None = None  # forwarded: the body changed (a fault)
+    events: list[bytes] | None = None  # a streamed model answer: its SSE events, in order
 
 
 def _arguments(recorder: Recorder, upstream: str, body: bytes) -> Any:
@@ -68,7 +69,7 @@ def replay_http(
             semconv.REPLAY: semconv.REPLAY_RECORDED,
             semconv.REPLAY_SOURCE_SPAN: found.span_id,
         }
-        return HttpAnswer(attributes, found.status, found.headers, found.body)
+        return HttpAnswer(attributes, found.status, found.headers, found.body, events=found.events)
     attributes = {semconv.REPLAY: semconv.REPLAY_MISS}
     if found.closest is not None:
         attributes[semconv.REPLAY_CLOSEST] = found.closest.key.describe()

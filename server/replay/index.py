@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracecard.server.replay.keys import RequestKey, distance
+from tracecard.server.replay.keys import RequestKey, distance, first_difference
 from tracecard.server.replay.plan import UpstreamReplay
 
 # Requests that change nothing upstream: once their recordings are used up, the last one is
@@ -38,8 +38,10 @@ class Recorded:
     status: int = 200  # plain HTTP
     headers: list[tuple[str, str]] = field(default_factory=list)  # plain HTTP
     body: bytes = b""  # plain HTTP
-    usable: bool = True  # False: the stored answer was cut (tracecard.truncated)
+    usable: bool = True  # False: the stored answer cannot be given again (`unusable` says why)
     taken: bool = False
+    events: list[bytes] | None = None  # a streamed model answer: its SSE events, in order
+    unusable: str = "its recorded answer was cut at the payload cap"
 
 
 @dataclass(slots=True)
@@ -55,7 +57,16 @@ class Miss:
         if self.closest is not None:
             text += f"; closest recorded: {self.closest.key.describe()}"
             text += f" (span {self.closest.span_id})"
+            where = self.differs_at()
+            if where is not None:
+                text += f"; first difference at {where}"
         return text
+
+    def differs_at(self) -> str | None:
+        """Where the request parts from its closest recording (a JSON path), if it has one."""
+        if self.closest is None or self.closest.key.loose() != self.request.loose():
+            return None
+        return first_difference(self.closest.key.arguments, self.request.arguments)
 
 
 class UpstreamIndex:
@@ -87,7 +98,7 @@ class UpstreamIndex:
         if found is None:
             return self._miss(key, "not recorded, or every recording of it was already used")
         if not found.usable:
-            return Miss(key, found, "its recorded answer was cut at the payload cap")
+            return Miss(key, found, found.unusable)
         return found
 
     def _pop(self, queue: deque[Recorded] | None) -> Recorded | None:
@@ -160,6 +171,7 @@ class RunReplay:
                 "reason": self.first_miss.reason,
                 "closest": None if closest is None else closest.key.describe(),
                 "closest_span_id": None if closest is None else closest.span_id,
+                "differs_at": self.first_miss.differs_at(),
             }
         return {
             "source_run": self.source_run_id,

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+DESCRIBE_MAX = 300
 # Methods whose parameters describe the client, not the question: matched by method alone.
 _BY_METHOD = frozenset({"initialize", "server/discover", "ping"})
 
@@ -31,8 +32,13 @@ class RequestKey:
         return (self.role, self.method, self.target)
 
     def describe(self) -> str:
+        """The request in one line, cut at `DESCRIBE_MAX` characters (a model call's body is a
+        whole conversation: `first_difference` names where two of them part)."""
         head = f"{self.method} {self.target}".strip()
-        return f"{head} {self.arguments}" if self.arguments else head
+        text = f"{head} {self.arguments}" if self.arguments else head
+        if len(text) <= DESCRIBE_MAX:
+            return text
+        return f"{text[:DESCRIBE_MAX]}…({len(text)} characters)"
 
 
 def drop_paths(document: Any, paths: list[str]) -> Any:
@@ -126,3 +132,32 @@ def _leaf_distance(left: Any, right: Any) -> int:
     if isinstance(left, list) and isinstance(right, list) and len(left) == len(right):
         return sum(_leaf_distance(x, y) for x, y in zip(left, right, strict=True))
     return 0 if left == right else 1
+
+
+def first_difference(a: str, b: str) -> str | None:
+    """The JSON path (as `ignore` takes it) where two canonical argument texts first differ."""
+    try:
+        left, right = orjson.loads(a or "{}"), orjson.loads(b or "{}")
+    except orjson.JSONDecodeError:
+        return None if a == b else "$"
+    return _difference(left, right, "$")
+
+
+def _difference(left: Any, right: Any, path: str) -> str | None:
+    if isinstance(left, dict) and isinstance(right, dict):
+        for key in sorted(set(left) | set(right)):
+            if key not in left or key not in right:
+                return f"{path}.{key}"
+            found = _difference(left[key], right[key], f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(left, list) and isinstance(right, list):
+        for i in range(max(len(left), len(right))):
+            if i >= len(left) or i >= len(right):
+                return f"{path}[{i}]"
+            found = _difference(left[i], right[i], f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if left == right else path

@@ -13,8 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 MatchMode = Literal["exact", "sequence", "ignore-args"]
 OnMiss = Literal["error", "live"]
 ReplayMode = Literal["tools", "model", "all"]
-# What tracecard can replay in this version (model answers are not replayed yet: docs/replay.md).
-SUPPORTED_MODES: frozenset[str] = frozenset({"tools"})
 
 
 class UpstreamReplay(BaseModel):

@@ -12,7 +12,7 @@ import orjson
 
 from tracecard.server.replay.index import Recorded, RunReplay, UpstreamIndex
 from tracecard.server.replay.keys import http_key, mcp_key
-from tracecard.server.replay.plan import SUPPORTED_MODES, ReplayPlan
+from tracecard.server.replay.plan import ReplayPlan
 from tracecard.server.runs.service import RunError
 from tracecard.server.settings import MODEL_KINDS, Settings
 from tracecard.traces import queries, semconv
@@ -32,10 +32,10 @@ def check_plan(
     store: Store, settings: Settings, plan: ReplayPlan, suite_version: str, trials: int
 ) -> dict[tuple[str, int], RunRow]:
     """The source runs by (task, trial), or a one-line `RunError` naming what is wrong."""
-    if plan.mode not in SUPPORTED_MODES:
+    if plan.mode != "tools" and not any(u.kind in MODEL_KINDS for u in settings.upstreams.values()):
         raise RunError(
-            f"--replay {plan.mode}: this tracecard replays tool answers only (--replay tools); "
-            "model answers are not replayed yet",
+            f"--replay {plan.mode}: this server configures no model upstream (kind openai or "
+            "anthropic) to replay; use --replay tools, or configure the model under [upstreams]",
             422,
         )
     unknown = sorted(set(plan.upstreams) - set(settings.upstreams))
@@ -77,7 +77,7 @@ def build_indexes(
     sources: dict[tuple[str, int], RunRow],
 ) -> dict[str, RunReplay]:
     """One `RunReplay` per run, from its source run's stored spans."""
-    replayed = [n for n, u in settings.upstreams.items() if u.kind not in MODEL_KINDS]
+    replayed = [n for n, u in settings.upstreams.items() if _replays(plan, u.kind in MODEL_KINDS)]
     built: dict[str, RunReplay] = {}
     spans_by_source: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
@@ -90,6 +90,11 @@ def build_indexes(
             spans = spans_by_source[source.id] = store.spans_for_run(source.id)
         built[run.id] = run_replay(run.id, source.id, plan, replayed, spans)
     return built
+
+
+def _replays(plan: ReplayPlan, model: bool) -> bool:
+    """Whether the plan's mode answers an upstream (a model one, or a tool one) from replay."""
+    return plan.mode == "all" or (plan.mode == "model") == model
 
 
 def run_replay(
@@ -159,7 +164,7 @@ def _recorded(span: dict[str, Any], attributes: dict[str, Any], ignore: list[str
         if name.startswith(_HEADER_PREFIX) and name[len(_HEADER_PREFIX) :] not in _DROP_HEADERS
     ]
     text = attributes.get(semconv.RESPONSE_BODY)
-    return Recorded(
+    recorded = Recorded(
         key,
         span["span_id"],
         status=int(status) if isinstance(status, int) else 0,
@@ -167,6 +172,29 @@ def _recorded(span: dict[str, Any], attributes: dict[str, Any], ignore: list[str
         body=str(text).encode() if text is not None else b"",
         usable=usable and isinstance(status, int),
     )
+    if semconv.GEN_AI_PROVIDER_NAME in attributes:  # a model answer (the /llm/ proxy)
+        _model_answer(recorded, attributes)
+    return recorded
+
+
+_NOT_STORED = {
+    semconv.LLM_STORED_CUT: "its recorded answer was cut at the payload cap",
+    semconv.LLM_STORED_BROKEN: "its recorded answer broke off",
+    None: "its answer was not stored (recording.model_content = false, or recorded by a "
+    "tracecard that did not store model answers)",
+}
+
+
+def _model_answer(recorded: Recorded, attributes: dict[str, Any]) -> None:
+    """A model span's answer: usable only when stored whole (or redacted), never by the
+    span's `tracecard.truncated`, which may name a cut prompt."""
+    stored = attributes.get(semconv.LLM_RESPONSE_STORED)
+    recorded.usable = stored in (semconv.LLM_STORED_WHOLE, semconv.LLM_STORED_REDACTED)
+    recorded.usable = recorded.usable and recorded.status > 0
+    recorded.unusable = _NOT_STORED.get(stored, _NOT_STORED[None])
+    events = _loads(attributes.get(semconv.LLM_RESPONSE_EVENTS))
+    if isinstance(events, list):
+        recorded.events = [str(event).encode() for event in events]
 
 
 def _target(method: str, params: Any) -> str | None:
