@@ -14,19 +14,32 @@ Each finding names the runs that show it, so a person can open their traces:
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .calls import probe_observations
+from .types import Span
+
 __all__ = [
+    "AUDIT_CONFIG_PREFIX",
+    "BASELINES",
     "DEFECT_KINDS",
+    "DEFECT_LABELS",
     "BaselineRun",
     "Finding",
     "TaskAudit",
     "audit_tasks",
+    "baseline_run",
+    "checks_not_run",
     "first_reason",
+    "probe_values",
 ]
+
+BASELINES = ("null", "oracle", "random-tool")
+AUDIT_CONFIG_PREFIX = "audit:"  # a baseline's experiment is configuration `audit:AGENT`
 
 DefectKind = Literal[
     "passable_by_nothing", "oracle_fails", "blind_probe", "weak_invocation", "unstable"
@@ -38,6 +51,13 @@ DEFECT_KINDS: tuple[DefectKind, ...] = (
     "weak_invocation",
     "unstable",
 )
+DEFECT_LABELS: dict[str, str] = {
+    "passable_by_nothing": "passable by doing nothing",
+    "oracle_fails": "not passable by the oracle",
+    "blind_probe": "blind probe",
+    "weak_invocation": "weak invocation",
+    "unstable": "unstable",
+}
 # The components that decide whether a task is done; the composite is derived from them, and
 # efficiency judges the process (a gold trajectory may repeat a call, latency varies by machine).
 COMPONENTS = ("invocation", "completion", "outcome", "safety")
@@ -81,6 +101,62 @@ class TaskAudit:
         """The kinds of defect found, in `DEFECT_KINDS` order."""
         found = {f.kind for f in self.findings}
         return [k for k in DEFECT_KINDS if k in found]
+
+
+def probe_values(spans: Iterable[Span], turns: int) -> dict[str, str | None]:
+    """What each probe observed in a run, as `BaselineRun.probes` keys it: "TURN/PROBE" (TURN
+    "end" for the probes run when the run finished) -> canonical JSON, None for an error."""
+    spans = list(spans)
+    found: dict[str, str | None] = {}
+    for turn in [None, *range(turns)]:
+        for probe_id, seen in probe_observations(spans, turn).items():
+            key = f"{'end' if turn is None else turn}/{probe_id}"
+            found[key] = None if seen.error else json.dumps(seen.value, sort_keys=True)
+    return found
+
+
+def baseline_run(
+    agent: str,
+    *,
+    run_id: str,
+    task_id: str,
+    trial: int,
+    status: str,
+    scores: Iterable[tuple[str, bool | None, Any]],
+    spans: Iterable[Span] | None = None,
+    turns: int = 0,
+) -> BaselineRun:
+    """One baseline run as the audit reads it, from its stored scores (component, passed,
+    evidence) and, for the probe comparison of null and oracle, its spans."""
+    scores = list(scores)
+    return BaselineRun(
+        agent=agent,
+        run_id=run_id,
+        task_id=task_id,
+        trial=trial,
+        status=status,
+        passed={component: passed for component, passed, _ in scores},
+        reasons={c: first_reason(evidence) for c, passed, evidence in scores if passed is False},
+        probes=probe_values(spans, turns) if spans is not None else {},
+    )
+
+
+def checks_not_run(agents: Sequence[str], trials: int) -> dict[str, str | None]:
+    """Each check, and why it did not run with these baselines and trials (None: it ran)."""
+    missing = {a: f"needs the {a} baseline" for a in BASELINES}
+    return {
+        "passable_by_nothing": None if "null" in agents else missing["null"],
+        "oracle_fails": None if "oracle" in agents else missing["oracle"],
+        "blind_probe": None
+        if {"null", "oracle"} <= set(agents)
+        else "needs the null and oracle baselines",
+        "weak_invocation": None if "random-tool" in agents else missing["random-tool"],
+        "unstable": (
+            None
+            if "oracle" in agents and trials >= 2
+            else "needs the oracle baseline with --trials 2 or more"
+        ),
+    }
 
 
 def first_reason(evidence: Any, limit: int = 160) -> str:

@@ -95,7 +95,10 @@ def _check_text(spec: dict[str, Any]) -> str:
     return f"the answer {kind[0].replace('_', ' ')} {_short(kind[1], 160)}{extra}"
 
 
-def _suite(store: Store, version: str) -> Suite | None:
+def stored_suite(store: Store, version: str) -> Suite | None:
+    """The suite stored as `version`, parsed once (scorers.suite_cache); None when it is no
+    longer stored or no longer parses."""
+
     def read() -> tuple[str, dict[str, Any]] | None:
         row = queries.get_suite(store, version)
         return None if row is None else (row.name, row.document)
@@ -110,7 +113,7 @@ def run_task(store: Store, run: RunRow) -> Task | None:
     """The task `run` was a trial of; None for ad-hoc runs or a suite no longer stored."""
     if run.suite_version is None or run.task_id is None:
         return None
-    suite = _suite(store, run.suite_version)
+    suite = stored_suite(store, run.suite_version)
     if suite is None:
         return None
     try:

@@ -9,36 +9,12 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from tracecard.scorers.audit import DEFECT_KINDS, TaskAudit
+from tracecard.scorers.audit import DEFECT_KINDS, DEFECT_LABELS, TaskAudit, checks_not_run
 
 __all__ = ["AUDIT_SCHEMA_VERSION", "LABELS", "audit_document", "audit_markdown", "audit_table"]
 
 AUDIT_SCHEMA_VERSION = 1
-LABELS = {
-    "passable_by_nothing": "passable by doing nothing",
-    "oracle_fails": "not passable by the oracle",
-    "blind_probe": "blind probe",
-    "weak_invocation": "weak invocation",
-    "unstable": "unstable",
-}
-
-
-def _checked(agents: Sequence[str], trials: int) -> dict[str, str | None]:
-    """Each check, and why it did not run (None: it ran)."""
-    missing = {a: f"needs the {a} baseline" for a in ("null", "oracle", "random-tool")}
-    return {
-        "passable_by_nothing": None if "null" in agents else missing["null"],
-        "oracle_fails": None if "oracle" in agents else missing["oracle"],
-        "blind_probe": None
-        if {"null", "oracle"} <= set(agents)
-        else "needs the null and oracle baselines",
-        "weak_invocation": None if "random-tool" in agents else missing["random-tool"],
-        "unstable": (
-            None
-            if "oracle" in agents and trials >= 2
-            else "needs the oracle baseline with --trials 2 or more"
-        ),
-    }
+LABELS = DEFECT_LABELS
 
 
 def audit_document(
@@ -73,7 +49,7 @@ def audit_document(
             agent: {"id": eid, "url": f"{base_url}/experiments/{eid}"}
             for agent, eid in experiments.items()
         },
-        "checks": _checked(list(experiments), trials),
+        "checks": checks_not_run(list(experiments), trials),
         "tasks": tasks,
         "counts": counts,
         "flagged_tasks": sum(1 for a in audits if a.findings),

@@ -3,15 +3,12 @@ read their scored runs back as the audit's input."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tracecard._requests import _Requests
 from tracecard.client import ExperimentHandle, TracecardClient
-from tracecard.scorers.audit import BaselineRun, first_reason
-from tracecard.scorers.calls import probe_observations
+from tracecard.scorers.audit import BASELINES, BaselineRun, baseline_run
 from tracecard.scorers.suite import Suite
 from tracecard.server.audit.agents import play
 from tracecard.server.orchestration.agents import AgentRunner, PythonAgent
@@ -23,8 +20,6 @@ __all__ = [
     "collect_runs",
     "run_baselines",
 ]
-
-BASELINES = ("null", "oracle", "random-tool")
 
 # (client, experiment, agent, label) -> outcomes
 Orchestrate = Callable[[TracecardClient, ExperimentHandle, AgentRunner, str], object]
@@ -69,16 +64,6 @@ def run_baselines(
     return done
 
 
-def _probe_values(spans: list[dict[str, Any]], turns: int) -> dict[str, str | None]:
-    found: dict[str, str | None] = {}
-    for turn in [None, *range(turns)]:
-        for probe_id, seen in probe_observations(spans, turn).items():
-            key = f"{'end' if turn is None else turn}/{probe_id}"
-            value = None if seen.error else json.dumps(seen.value, sort_keys=True)
-            found[key] = value
-    return found
-
-
 def collect_runs(
     client: TracecardClient, suite: Suite, experiments: Sequence[BaselineExperiment]
 ) -> list[BaselineRun]:
@@ -89,26 +74,22 @@ def collect_runs(
     for baseline in experiments:
         card = client.scorecard(baseline.experiment_id)
         for run in card["runs"]:
-            passed = {c["component"]: c.get("passed") for c in run["components"]}
-            reasons = {
-                c["component"]: first_reason(c.get("evidence"))
-                for c in run["components"]
-                if c.get("passed") is False
-            }
-            probes: dict[str, str | None] = {}
+            spans = None
             if baseline.agent in ("null", "oracle"):
                 spans = client._do(_Requests.get(f"/api/runs/{run['run_id']}/spans"))["spans"]
-                probes = _probe_values(spans, turns.get(run["task_id"], 0))
             runs.append(
-                BaselineRun(
-                    agent=baseline.agent,
+                baseline_run(
+                    baseline.agent,
                     run_id=run["run_id"],
                     task_id=run["task_id"],
                     trial=int(run.get("trial", 0)),
                     status=run["status"],
-                    passed=passed,
-                    reasons=reasons,
-                    probes=probes,
+                    scores=[
+                        (c["component"], c.get("passed"), c.get("evidence"))
+                        for c in run["components"]
+                    ],
+                    spans=spans,
+                    turns=turns.get(run["task_id"], 0),
                 )
             )
     return runs

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -199,6 +200,41 @@ def test_audit_flags_each_planted_defect_with_its_reason(
     text = markdown.read_text(encoding="utf-8")
     assert "| `gold-rejected` | not passable by the oracle |" in text
     assert "5 of 6 tasks flagged" in text
+    _the_viewer_shows_the_same_findings(workspace, document)
+
+
+def _the_viewer_shows_the_same_findings(workspace: Path, document: dict) -> None:
+    """The suite health page and each task's trace page read the baselines' findings back from
+    the database (not from the CLI's document) and show each with its reason and its traces."""
+    from litestar.testing import TestClient
+
+    from tracecard.server.app import create_app
+    from tracecard.server.settings import Settings
+    from tracecard.traces import queries
+    from tracecard.traces.store import Store
+
+    db = f"sqlite:///{workspace / 't.db'}"
+    store = Store(db)
+    settings = Settings(db=db, sandbox_root=str(workspace / "viewer-sandboxes"))
+    with TestClient(create_app(settings, store), base_url="http://127.0.0.1:7800") as client:
+        page = client.get(f"/suites/{document['suite']['version']}/health")
+        assert page.status_code == 200
+        html = unescape(page.text)
+        assert "5 of 6 tasks flagged by" in html
+        for task in document["tasks"]:
+            assert (f'id="audit-{task["task_id"]}"' in html) == bool(task["findings"])
+            for finding in task["findings"]:
+                assert finding["reason"] in html
+                assert all(f'href="/runs/{r["id"]}"' in html for r in finding["runs"][:4])
+        gold = next(t for t in document["tasks"] if t["task_id"] == "gold-rejected")
+        finding = gold["findings"][0]
+        trace = unescape(client.get(f"/runs/{finding['runs'][0]['id']}").text)
+        assert "Audit of this task" in trace and "not passable by the oracle" in trace
+        assert finding["reason"] in trace and "#audit-gold-rejected" in trace
+        clean = queries.experiment_runs(store, document["experiments"]["null"]["id"], "clean")
+        trace = unescape(client.get(f"/runs/{clean[0].id}").text)
+        assert "found nothing wrong with this task" in trace
+    store.dispose()
 
 
 def test_a_clean_suite_gets_no_flag(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,6 @@
-"""`/suites/{version}/health`: task health across every configuration run on one suite version
-(docs/audit.md, "Task health across experiments"), as a page section (`_suite_health.html`)."""
+"""`/suites/{version}/health`: the baselines' findings (`tracecard audit`, `_suite_audit.html`)
+and task health across every configuration run on one suite version (`_suite_health.html`),
+docs/audit.md."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tracecard.traces.experiments import stored_experiment
 from tracecard.traces.store import Store
 from tracecard.viewer.rendering import page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
+from tracecard.viewer.suite_audit import suite_audit
 
 __all__ = ["SuiteHealthPages"]
 
@@ -26,14 +28,19 @@ def _health_html(store: Store, version: str, component: str) -> str:
         for e in queries.list_experiments(store, limit=500, suite=version)
         if e.suite_version == version and not e.config_name.startswith("audit:")
     ]
-    if not rows:
+    audit = suite_audit(store, version)
+    if not rows and audit is None:
         raise NotFoundException(f"no experiments of suite version {version!r}")
     cards = [scorecard_of(stored_experiment(store, row)) for row in rows]
     health = task_health(cards, component)
     names = {row.id: row.config_name for row in rows}
+    if rows:
+        suite = rows[0].suite_name
+    elif audit is not None:
+        suite = next(iter(audit.experiments.values())).suite_name
     return render_html(
         "suite_health.html",
-        suite=rows[0].suite_name,
+        suite=suite,
         version=version,
         component=component,
         components=COMPONENTS,
@@ -42,6 +49,7 @@ def _health_html(store: Store, version: str, component: str) -> str:
         health=health,
         labels=LABELS,
         flagged=[h for h in health if h.kind],
+        audit=audit,
     )
 
 
@@ -53,7 +61,8 @@ class SuiteHealthPages(Controller):
 
     @get("/{version:str}/health")
     async def health(self, state: State, version: str, component: str = "outcome") -> Response[str]:
-        """Tasks failed or passed by every configuration, and tasks whose noise is above signal."""
+        """The baselines' findings per task; tasks failed or passed by every configuration, and
+        tasks whose noise is above signal."""
         if component not in COMPONENTS:
             component = "outcome"
         body = await in_thread(_health_html, runtime_of(state).store, version, component)

@@ -24,6 +24,7 @@ from tracecard.viewer.payloads import clock, payload, span_event
 from tracecard.viewer.rendering import duration, html_response, page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
 from tracecard.viewer.story import arguments_reader, build_story, spans_by_id
+from tracecard.viewer.suite_audit import task_audit
 from tracecard.viewer.task_view import run_task, task_view
 from tracecard.viewer.trace_view import (
     build_trace,
@@ -102,6 +103,7 @@ def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]
         "story": story,
         "evidence": {s.component: component_evidence(s, task, arguments_of) for s in scores},
         "task": task_view(task) if task is not None else None,
+        "audit": task_audit(store, run) if task is not None else None,  # the baselines' findings
         "run": run,
         "trace": trace,
         "rows": waterfall_rows(run.id, trace.lines, trace.start_ns, trace.end_ns),
