@@ -4,8 +4,8 @@ run_task share one cache (scorers.suite_cache), which never confuses two version
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
