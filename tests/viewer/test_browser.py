@@ -120,6 +120,10 @@ def test_a_morning_after_a_night_of_runs(night_server: NightServer, watched: Wat
     detail = call.locator(".detail")
     detail.get_by_text('"amount": 425').wait_for()
     assert detail.get_by_text("Evidence citing this span").count() == 1
+    # what the scorer said about this call, as the panel's expected-vs-observed table
+    amount = detail.locator(".citing table.ev tr.bad:not(.note-row)").filter(has_text="amount")
+    assert amount.count() == 1 and "42.5" in amount.inner_text() and "425" in amount.inner_text()
+    assert detail.locator(".citing pre.json:visible").count() == 0  # raw JSON is one click away
     assert call.locator("summary .chip.ev").count() >= 1  # evidence beside the span it cites
     assert page.locator("svg.bar rect").count() == 5
     watched.shot("04-trace-call-expanded")

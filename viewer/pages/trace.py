@@ -18,6 +18,7 @@ from tracecard.traces.models import RunRow, ScoreRow
 from tracecard.traces.store import Store
 from tracecard.traces.verdicts import add_verdict, agreement_rates, verdicts_for_runs
 from tracecard.viewer import csrf
+from tracecard.viewer.citing import citations
 from tracecard.viewer.conversation import annotate_lines, build_model_view, has_model_spans
 from tracecard.viewer.evidence import component_evidence
 from tracecard.viewer.payloads import clock, payload, span_event
@@ -31,7 +32,6 @@ from tracecard.viewer.trace_view import (
     cited_span_ids,
     mark_events,
     span_error,
-    span_evidence,
     status_word,
 )
 from tracecard.viewer.waterfall import waterfall_rows
@@ -154,6 +154,9 @@ def _detail_html(store: Store, run_id: str, span_id: str) -> str:
         (key, payload(key, value, collapse_above=1024)) for key, value in sorted(attributes.items())
     ]
     scores: list[ScoreRow] = store.scores_for_runs([run_id]).get(run_id, [])
+    # the tables kept are about this span: its arguments are the only observed ones they show
+    known = {span_id: span}
+    task = run_task(store, _run(store, run_id)) if scores else None
     return render_html(
         "_span_detail.html",
         run_id=run_id,
@@ -171,7 +174,7 @@ def _detail_html(store: Store, run_id: str, span_id: str) -> str:
         payloads=payloads,
         attributes=rest,
         events=[span_event(e) for e in span.get("events") or [] if isinstance(e, dict)],
-        evidence=span_evidence(span_id, scores),
+        citations=citations(span_id, scores, task, arguments_reader(known)),
         redacted=redacted,
     )
 
