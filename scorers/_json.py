@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
@@ -9,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonpath
 import orjson
 
 __all__ = [
@@ -97,14 +97,21 @@ _TOKEN = re.compile(
 )
 
 
-# RFC 9535 JSONPath (wildcards, `..`, filters) through python-jsonpath in its strict mode.
-_RFC9535 = jsonpath.JSONPathEnvironment(strict=True)
+@functools.cache
+def _rfc9535() -> Any:
+    # RFC 9535 JSONPath (wildcards, `..`, filters) through python-jsonpath in its strict mode;
+    # loaded for the first such path (its import and lexer cost a CLI start ~0.1 s otherwise)
+    import jsonpath
+
+    return jsonpath.JSONPathEnvironment(strict=True)
 
 
 def _query(text: str, body: str) -> Any:
     """Compile a path the fast path does not handle, as an RFC 9535 query."""
+    import jsonpath
+
     try:
-        return _RFC9535.compile("$" + body)
+        return _rfc9535().compile("$" + body)
     except jsonpath.JSONPathError as exc:
         reason = str(exc).strip().splitlines()[0]
         raise JsonPathError(f"cannot parse JSON path {text!r}: {reason}") from exc

@@ -111,7 +111,7 @@ def component_statistics(card: Scorecard) -> dict[str, dict[str, Any]]:
 
 def baseline_of(store: Store, args: argparse.Namespace, card: Scorecard) -> Scorecard | None:
     """`--baseline`'s scorecard (an id or a config name), which must run `card`'s suite version."""
-    from tracecard.server.evaluation.service import scorecard_for
+    from tracecard.server.evaluation.scorecards import scorecard_for
 
     if args.baseline is None:
         if args.no_regress:
@@ -157,7 +157,7 @@ def flag_limits(args: argparse.Namespace, card: Scorecard) -> dict[str, int]:
 
 
 def _gate(args: argparse.Namespace) -> int:
-    from tracecard.server.evaluation.service import scorecard_for
+    from tracecard.server.evaluation.scorecards import scorecard_for
 
     thresholds, no_regress, required = gate_inputs(args)
     with existing_store(read_settings(args)) as store:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from tracecard.scorers import compare_experiments, gate
-from tracecard.scorers.report import github_report
 from tracecard.server.cli.common import existing_store, read_settings
 from tracecard.server.cli.gate import (
     add_gate_checks,
@@ -24,7 +23,8 @@ __all__ = ["register"]
 
 
 def _report(args: argparse.Namespace) -> int:
-    from tracecard.server.evaluation.service import scorecard_for  # (not to parse the flags)
+    from tracecard.scorers.report import github_report  # (not to parse the flags)
+    from tracecard.server.evaluation.scorecards import scorecard_for
 
     thresholds, no_regress, required = gate_inputs(args, need_one=False)
     settings = read_settings(args)

@@ -11,17 +11,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
 from tracecard.scorers import (
     SuiteError,
     load_suite,
     suite_version,
-    to_csv,
-    to_json,
-    to_junit,
-    to_markdown,
 )
 from tracecard.server.cli import gate as gate_cli
 from tracecard.server.cli import report as report_cli
@@ -40,13 +33,13 @@ from tracecard.server.cli.gate import component_statistics, known_component, res
 if TYPE_CHECKING:  # (what a command needs is imported when it runs, not to parse its flags)
     from tracecard.traces.store import Store
 
-# `xml` is the old name of `junit`, kept as an alias
-WRITERS: dict[str, Any] = {
-    "json": to_json,
-    "csv": to_csv,
-    "md": to_markdown,
-    "junit": to_junit,
-    "xml": to_junit,
+# Each format's writer in tracecard.scorers, loaded when used; `xml` is the old name of `junit`
+WRITERS: dict[str, str] = {
+    "json": "to_json",
+    "csv": "to_csv",
+    "md": "to_markdown",
+    "junit": "to_junit",
+    "xml": "to_junit",
 }
 
 
@@ -96,7 +89,7 @@ def _suite_check(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from tracecard.server.evaluation.service import scorecard_for
+    from tracecard.server.evaluation.scorecards import scorecard_for
 
     with _store(args) as store:
         code = _rescore(store, args)
@@ -111,6 +104,15 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _rescore(store: Store, args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     from tracecard.server.evaluation.service import experiment_with_runs, rescore
 
     _experiment, runs = experiment_with_runs(store, args.experiment)
@@ -133,6 +135,8 @@ def _rescore(store: Store, args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from tracecard.server.audit.trials import trials_line, with_trials_needed
     from tracecard.server.evaluation.service import compare, experiment_drift
     from tracecard.server.evaluation.views import comparison_view, config_names, with_drift
@@ -171,7 +175,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from tracecard.server.evaluation.service import scorecard_for
+    from tracecard.server.evaluation.scorecards import scorecard_for
 
     if args.format == "cassette":  # the recordings, for replay elsewhere (docs/replay.md)
         from tracecard.server.cli import cassette
@@ -181,7 +185,9 @@ def _export(args: argparse.Namespace) -> int:
     with existing_store(settings) as store:
         card = scorecard_for(store, resolve_experiment(store, args.experiment))
     base_url = args.base_url or settings.base_url
-    output: str | bytes = WRITERS[args.format](card, base_url)
+    from tracecard import scorers
+
+    output: str | bytes = getattr(scorers, WRITERS[args.format])(card, base_url)
     text = output.decode() if isinstance(output, bytes) else output
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")

@@ -17,7 +17,6 @@ from tracecard.scorers import (
     ComponentScore,
     RunFacts,
     RunScores,
-    Scorecard,
     ScorerRegistry,
     Suite,
     SuiteError,
@@ -29,14 +28,14 @@ from tracecard.scorers import (
     suite_version,
 )
 from tracecard.scorers.drift import ToolDrift, tool_drift
-from tracecard.scorers.stored import scorecard_of
 from tracecard.scorers.suite_cache import cached_suite
 from tracecard.scorers.types import FINAL_STATUSES
 from tracecard.scorers.verdict import scores_verdict
 from tracecard.server.errors import RunError
+from tracecard.server.evaluation.scorecards import experiment_row
+from tracecard.server.evaluation.scorecards import scorecard_for as scorecard_for
 from tracecard.server.settings import Settings
 from tracecard.traces import queries, semconv
-from tracecard.traces.experiments import stored_experiment
 from tracecard.traces.models import ExperimentRow, RunRow, SuiteRow
 from tracecard.traces.secrets import fingerprint, fingerprint_key
 from tracecard.traces.store import Store
@@ -162,7 +161,7 @@ def new_task_run(
 
     suite_name = suite_version_ = None
     if experiment_id is not None:
-        experiment = _experiment(store, experiment_id)
+        experiment = experiment_row(store, experiment_id)
         suite_ref = experiment.suite_version
         config = {"name": experiment.config_name, **experiment.config, **config}
     if suite_ref is not None:
@@ -295,23 +294,10 @@ def rescore(
     return results
 
 
-def _experiment(store: Store, experiment_id: str) -> ExperimentRow:
-    experiment = queries.get_experiment(store, experiment_id)
-    if experiment is None:
-        raise RunError(f"no experiment with id {experiment_id!r}", 404)
-    return experiment
-
-
 def experiment_with_runs(store: Store, experiment_id: str) -> tuple[ExperimentRow, list[RunRow]]:
     """An experiment and its runs by task and trial; a RunError (404) when it is unknown."""
-    experiment = _experiment(store, experiment_id)
+    experiment = experiment_row(store, experiment_id)
     return experiment, queries.experiment_runs(store, experiment_id)
-
-
-def scorecard_for(store: Store, experiment_id: str) -> Scorecard:
-    """The experiment's scorecard from stored scores and people's verdicts — the same one the
-    viewer shows."""
-    return scorecard_of(stored_experiment(store, _experiment(store, experiment_id)))
 
 
 def experiment_drift(store: Store, experiment_ids: Sequence[str], chunk: int = 200) -> ToolDrift:

@@ -96,7 +96,21 @@ def test_an_unknown_command_is_parsed_by_the_full_parser(
     assert "invalid choice: 'gat'" in err and "'gate'" in err and "'audit'" in err
 
 
+GATE_PROBE = """
+import contextlib, io, sys
+from tracecard.server.cli.main import main
+err = io.StringIO()
+with contextlib.redirect_stderr(err):
+    code = main(["gate", "--experiment", "nope", "--min", "completion=0.8", "--db", sys.argv[1]])
+unused = ("jsonpath", "rich", "tracecard.scorers.writers", "tracecard.server.evaluation.service")
+print(code, "|", err.getvalue().strip(), "|", ",".join(m for m in unused if m in sys.modules))
+"""
+
+
 def test_the_schema_check_without_alembic_agrees_with_alembic(tmp_path: Path) -> None:
+    """The head found without Alembic is Alembic's; and `gate` on that database imports the
+    store and the scorecard, not the writers, the JSONPath engine, the progress bars or the
+    scoring service (#24: gate < 0.8 s)."""
     from alembic.script import ScriptDirectory
 
     from tracecard.server.cli.schema import at_head, head_revision
@@ -105,7 +119,8 @@ def test_the_schema_check_without_alembic_agrees_with_alembic(tmp_path: Path) ->
 
     heads = ScriptDirectory.from_config(alembic_config()).get_heads()
     assert [head_revision()] == heads
-    store = Store(f"sqlite:///{tmp_path / 'old.db'}")
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    store = Store(url)
     try:
         assert not at_head(store)  # no schema at all: the command migrates
         upgrade(store, "7653a93eeb68")  # the first revision: an old database
@@ -114,3 +129,13 @@ def test_the_schema_check_without_alembic_agrees_with_alembic(tmp_path: Path) ->
         assert at_head(store)
     finally:
         store.dispose()
+    done = subprocess.run(
+        [sys.executable, "-c", GATE_PROBE, url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    code, message, loaded = (part.strip() for part in done.stdout.split("|"))
+    assert (code, loaded) == ("2", "")
+    assert "no experiment with id 'nope'" in message
