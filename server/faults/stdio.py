@@ -14,45 +14,38 @@ from opentelemetry.trace import INVALID_SPAN, Span
 from tracecard.server.faults.inject import changed_reply, replacement
 from tracecard.server.faults.mcp import choose, mark, target_of
 from tracecard.server.faults.plan import RunFaults
+from tracecard.server.faults.standin import StdioCall, StdioStandIn
 from tracecard.server.proxy import tool_annotations
-from tracecard.server.recording.recorder import Exchange, PendingCall, Recorder
+from tracecard.server.recording.recorder import PendingCall, Recorder
 from tracecard.traces import semconv
 
 
-class FaultedProcess:
+class FaultedProcess(StdioStandIn):
     """Passes everything to `process`, except the agent's calls a fault rule fires on."""
 
     def __init__(
         self, process: Any, faults: RunFaults, upstream: str, recorder: Recorder, annotations: Any
     ) -> None:
+        super().__init__(upstream, recorder)
         self.process = process
         self.faults = faults
-        self.upstream = upstream
-        self.recorder = recorder
         self.annotations = annotations
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.process, name)
 
-    async def call(
-        self,
-        message: dict[str, Any],
-        exchange: Exchange,
-        timeout: float,
-        sink: Any = None,
-        pending: PendingCall | None = None,
-    ) -> dict[str, Any]:
-        pending = pending or self.recorder.start(message, exchange)
+    async def answer(self, call: StdioCall) -> dict[str, Any]:
+        message, exchange, pending = call.message, call.exchange, call.pending
         tool = target_of(message)
         rule = None
         if exchange.role == semconv.ROLE_AGENT:
             rule = choose(self.faults, self.upstream, pending, tool)
         if rule is None:
-            return dict(await self.process.call(message, exchange, timeout, sink, pending))
+            return await call.to(self.process)
         mark(self.faults, pending, rule, tool)
         if rule.kind == "latency_ms":
             await asyncio.sleep(rule.ms / 1000)
-            return dict(await self.process.call(message, exchange, timeout, sink, pending))
+            return await call.to(self.process)
         if rule.ms:
             await asyncio.sleep(rule.ms / 1000)
         request_id = message.get("id")
@@ -70,7 +63,7 @@ class FaultedProcess:
             return reply
         # the real answer, recorded on a span of its own that goes nowhere, then changed
         shadow = PendingCall(span=_nowhere(), method=pending.method, request_id=request_id)
-        real = dict(await self.process.call(message, exchange, timeout, sink, shadow))
+        real = await call.to(self.process, shadow)
         changed = changed_reply(rule, real, lambda name: self.faults.tool_matches(rule, name))
         if pending.method == "tools/list":
             tool_annotations.remember(self.annotations, self.upstream, changed.get("result"))

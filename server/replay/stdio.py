@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tracecard.server.recording.recorder import Exchange, PendingCall, Recorder
+from tracecard.server.faults.standin import StdioCall, StdioStandIn
+from tracecard.server.recording.recorder import Exchange, Recorder
 from tracecard.server.replay.index import Miss, RunReplay, UpstreamIndex
 from tracecard.server.replay.mcp import answer_miss, live_key, mark_recorded, recorded_reply
 from tracecard.traces import semconv
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 _DISCOVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 
-class ReplayedProcess:
+class ReplayedProcess(StdioStandIn):
     """Quacks like `StdioProcess` for the bridge: `initialize_result`, `call`, `notify`."""
 
     alive = True
@@ -35,24 +36,18 @@ class ReplayedProcess:
         pool: StdioUpstreams,
         capabilities: dict[str, Any],
     ) -> None:
-        self.name = name
+        super().__init__(name, recorder)
         self.replay = replay
         self.index = index
-        self.recorder = recorder
         self.pool = pool
         self.client_capabilities = capabilities
         self.initialize_result = _handshake(index)
 
-    async def call(
-        self,
-        message: dict[str, Any],
-        exchange: Exchange,
-        timeout: float,
-        sink: Any = None,
-        pending: PendingCall | None = None,
-    ) -> dict[str, Any]:
-        pending = pending or self.recorder.start(message, exchange)
-        key = live_key(self.recorder, self.name, exchange.role, message, self.index.policy.ignore)
+    async def answer(self, call: StdioCall) -> dict[str, Any]:
+        message, exchange, pending = call.message, call.exchange, call.pending
+        key = live_key(
+            self.recorder, self.upstream, exchange.role, message, self.index.policy.ignore
+        )
         found = self.index.take(key)
         if not isinstance(found, Miss):
             reply = recorded_reply(found, message.get("id"))
@@ -65,8 +60,8 @@ class ReplayedProcess:
         self.replay.note_miss(found, format(pending.span.get_span_context().span_id, "016x"))
         self.replay.live += 1
         pending.span.set_attribute(semconv.REPLAY, semconv.REPLAY_LIVE)
-        process = await self.pool.process_for(self.name, exchange)
-        return await process.call(message, exchange, timeout, sink, pending)
+        process = await self.pool.process_for(self.upstream, exchange)
+        return await call.to(process)
 
     async def notify(self, message: dict[str, Any], exchange: Exchange) -> None:
         pending = self.recorder.start(message, exchange)

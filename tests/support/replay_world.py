@@ -19,7 +19,9 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from tests.support.tracecard import bound_socket, port_of, serving
+from tests.support.tracecard import RunningServer, bound_socket, port_of, running_tracecard, serving
+from tracecard.client import AsyncTracecardClient, TracecardClient
+from tracecard.server.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 HELPDESK = ROOT / "examples" / "helpdesk"
@@ -187,3 +189,96 @@ async def run_agent(run: dict[str, Any], query: str = "dana") -> tuple[str | Non
     except Exception as exc:  # the agent broke (e.g. a replay miss it could not handle)
         return f"{type(exc).__name__}: {exc}", "errored"
     return result.output, "finished"
+
+
+# a stdio helpdesk that notes each start: `sh -c STARTS <file> python server.py <sandbox>`
+STARTS = 'echo start >> "$0"; exec "$@"'
+DESK = [sys.executable, str(HELPDESK / "server.py")]
+
+
+class World:
+    """A tracecard in front of the helpdesk (HTTP and stdio) and the knowledge base, with the
+    replay suite stored (`suite`) and, once a test ran it, a live source experiment."""
+
+    def __init__(
+        self, server: RunningServer, helpdesk: Counting, kb: Counting, starts: Path
+    ) -> None:
+        self.server, self.helpdesk, self.kb = server, helpdesk, kb
+        self.starts = starts  # one line per stdio helpdesk process started
+        self.suite = ""
+        self.source = ""
+        self.db = Path()
+
+    def requests(self) -> int:
+        return self.helpdesk.requests + self.kb.requests
+
+
+@contextlib.contextmanager
+def open_world(folder: Path) -> Iterator[World]:
+    starts = folder / "starts.txt"
+    with helpdesk_http(folder / "state") as (helpdesk_url, helpdesk):
+        with kb_http() as (kb_url, kb):
+            settings = Settings.model_validate(
+                {
+                    "db": f"sqlite:///{folder / 'tracecard.db'}",
+                    "sandbox_root": str(folder / "sandboxes"),
+                    "upstreams": {
+                        "helpdesk": {"url": helpdesk_url},
+                        "kb": {"url": kb_url, "kind": "http"},
+                        "desk": {
+                            "command": ["sh", "-c", STARTS, str(starts), *DESK, "{sandbox}"],
+                            "per_run": True,
+                            "fixture": str(HELPDESK / "fixture"),
+                        },
+                    },
+                    "recording": {"batch_delay_ms": 20},
+                }
+            )
+            with running_tracecard(settings) as server:
+                world = World(server, helpdesk, kb, starts)
+                world.db = folder / "tracecard.db"
+                with TracecardClient(server.url) as client:
+                    world.suite = client.add_suite_text(SUITE, "toml")["version"]
+                yield world
+
+
+async def run_all(
+    world: World, replay: dict[str, Any] | None, trials: int, query: str = "dana"
+) -> tuple[str, dict[str, dict[str, Any]]]:
+    """Create an experiment, run the agent in each run, finish it; (id, finish by run id)."""
+    async with AsyncTracecardClient(world.server.url) as client:
+        experiment = await client.create_experiment(
+            world.suite, {"name": "scripted"}, trials, replay=replay
+        )
+        finished = {}
+        for run in experiment.runs:
+            handle = {"task_id": run.task_id, "instruction": run.instruction, "urls": run.urls}
+            answer, status = await run_agent(handle, query)
+            finished[run.id] = await client.finish_run(run.id, final_answer=answer, status=status)
+    return experiment.id, finished
+
+
+def scores_of(client: TracecardClient, experiment: str) -> dict[tuple[str, int], Any]:
+    """{(task, trial): {component: (value, passed)}} of an experiment's runs."""
+    found = {}
+    for run in client.get_experiment(experiment)["runs"]:
+        view = client.get_run(run["id"])
+        scores = {s["component"]: (s["value"], s["passed"]) for s in view["scores"]}
+        found[(run["task_id"], run["trial"])] = scores
+    return found
+
+
+def spans_of(world: World, run_id: str) -> list[dict[str, Any]]:
+    response = httpx.get(f"{world.server.url}/api/runs/{run_id}/spans", timeout=30)
+    spans: list[dict[str, Any]] = response.json()["spans"]
+    return spans
+
+
+def proxied(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The spans of messages that crossed the proxy (not the root, probes or turns)."""
+    return [
+        s
+        for s in spans
+        if ("mcp.method.name" in s["attributes"] or "http.request.method" in s["attributes"])
+        and "tracecard.probe.id" not in s["attributes"]
+    ]
