@@ -64,6 +64,9 @@ class UpstreamSettings(BaseModel):
     # tools for probes only: hidden from agents' tools/list, refused to their tools/call
     # (server/proxy/visibility.py); tracecard's verifier traffic sees and calls them
     verifier_tools: list[str] = Field(default_factory=list)
+    # a helper started once (`{preload}`: its Unix socket) whose per-run processes are forked
+    # from it; they find it in $TRACECARD_PRELOAD (docs/stdio.md, "Warm processes")
+    preload: list[str] | None = None
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamSettings:
@@ -77,6 +80,8 @@ class UpstreamSettings(BaseModel):
             raise ValueError('`verifier_tools` needs an MCP upstream (kind = "mcp")')
         if any(not name.strip() for name in self.verifier_tools):
             raise ValueError("`verifier_tools` holds an empty tool name")
+        if self.preload is not None and (not self.preload or self.command is None):
+            raise ValueError("`preload` needs a command of its own and a stdio `command`")
         return self
 
 
@@ -146,6 +151,16 @@ class RecordingSettings(BaseModel):
     dead_letter_max_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
 
 
+class PoolSettings(BaseModel):
+    """Warm per-run stdio processes (docs/stdio.md, "Warm processes")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # false: every per-run process starts cold when its run needs it, and no `preload` runs
+    enabled: bool = True
+    size: int = Field(default=4, ge=0)  # warm processes waiting at most, over all upstreams
+
+
 class Settings(BaseModel):
     """Everything the server needs; built by `load_settings` or directly by tests."""
 
@@ -177,6 +192,7 @@ class Settings(BaseModel):
     sandbox_retention: int = 200  # sandboxes kept; older ones are removed
     upstreams: dict[str, UpstreamSettings] = Field(default_factory=dict)
     recording: RecordingSettings = Field(default_factory=RecordingSettings)
+    pool: PoolSettings = Field(default_factory=PoolSettings)
     config_path: str | None = None
 
     @model_validator(mode="after")

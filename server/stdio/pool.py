@@ -37,6 +37,7 @@ from tracecard.server.stdio.messages import (
 )
 from tracecard.server.stdio.process import StdioProcess
 from tracecard.server.stdio.reaper import Reaper
+from tracecard.server.stdio.warm import Launch, WarmPool
 from tracecard.traces import semconv
 from tracecard.traces.models import RunRow
 
@@ -76,6 +77,7 @@ class StdioUpstreams:
         self.per_run: dict[tuple[str, str], Slot] = {}
         self.closed = False
         self.reaper = Reaper(self)
+        self.warm = WarmPool(self)
 
     def upstream(self, name: str) -> UpstreamSettings:
         upstream = self.runtime.settings.upstreams[name]
@@ -119,61 +121,71 @@ class StdioUpstreams:
                 await asyncio.sleep(wait)
             return await self._start(slot, exchange)
 
-    async def _sandbox(self, slot: Slot, upstream: UpstreamSettings) -> Path | None:
-        if upstream.fixture is None and not needs_sandbox(
-            upstream.command or [], upstream.env, upstream.cwd
-        ):
-            return None
+    async def resolve(self, name: str, run_id: str | None, sandbox: bool = True) -> Launch:
+        """The command, environment and working directory upstream `name` is started with for
+        run `run_id` (None: the shared process), its sandbox created first when it has one
+        (with `sandbox=False`, only when the command, env or cwd name it)."""
+        upstream = self.upstream(name)
+        command, env, cwd = upstream.command or [], upstream.env, upstream.cwd
+        path: Path | None = None
+        if needs_sandbox(command, env, cwd) or (sandbox and upstream.fixture is not None):
+            path = await self._sandbox(name, run_id, upstream)
+        params: dict[str, str] | None = None
+        if uses_task_params(command, env, cwd):  # one per-run definition serves every task
+            lookup = self.runtime.hooks.task_params
+            if run_id is None or lookup is None:
+                raise ConfigError(f"upstream {name!r} uses {{task.…}}: it must be per_run")
+            params = await lookup(self.runtime, run_id)
+        env = {k: substitute(v, path, params) for k, v in env.items()}
+        env.update(await self.warm.preload_env(name))
+        resolved = substitute(cwd, path, params) if cwd else None
+        return Launch(
+            name,
+            [substitute(part, path, params) for part in command],
+            env,
+            str(self.runtime.settings.resolve_path(resolved)) if resolved is not None else None,
+            path,
+        )
+
+    async def _sandbox(self, name: str, run_id: str | None, upstream: UpstreamSettings) -> Path:
         settings = self.runtime.settings
-        owner = slot.run.id if slot.run is not None else "shared"
-        active = {f"{run_id}-{name}" for name, run_id in self.per_run}
+        active = {f"{r}-{n}" for n, r in self.per_run} | self.warm.sandboxes()
         lookup = self.runtime.hooks.task_fixture
-        task_fixture = await lookup(self.runtime, slot.run.id) if lookup and slot.run else None
-        path = await anyio.to_thread.run_sync(
+        task_fixture = await lookup(self.runtime, run_id) if lookup and run_id else None
+        return await anyio.to_thread.run_sync(
             lambda: create_sandbox(
-                settings, owner, slot.name, upstream.fixture, active, task_fixture
+                settings, run_id or "shared", name, upstream.fixture, active, task_fixture
             )
         )
-        run = slot.run
-        if run is not None and run.sandbox is None:
-            run.sandbox = str(path)
-            await anyio.to_thread.run_sync(
-                lambda: self.runtime.store.update_run(run.id, sandbox=str(path))
-            )
-        return path
 
-    async def _task_params(self, slot: Slot, upstream: UpstreamSettings) -> dict[str, str] | None:
-        # `{task.NAME}`: one per-run upstream definition serves every task of a suite
-        if not uses_task_params(upstream.command or [], upstream.env, upstream.cwd):
-            return None
-        lookup = self.runtime.hooks.task_params
-        if slot.run is None or lookup is None:
-            raise ConfigError(f"upstream {slot.name!r} uses {{task.…}}: it must be per_run")
-        return await lookup(self.runtime, slot.run.id)
+    def new_process(self, launch: Launch) -> StdioProcess:
+        """A process of `launch`, not yet spawned."""
+        return StdioProcess(
+            name=launch.name,
+            command=launch.command,
+            env=launch.env,
+            cwd=launch.cwd,
+            recorder=self.recorder,
+            inject_traceparent=self.runtime.settings.recording.inject_traceparent,
+        )
 
     async def _start(self, slot: Slot, exchange: Exchange) -> StdioProcess:
-        upstream = self.upstream(slot.name)
+        run = slot.run
         try:
-            sandbox = await self._sandbox(slot, upstream)
-            params = await self._task_params(slot, upstream)
-            command = [substitute(part, sandbox, params) for part in upstream.command or []]
-            env = {k: substitute(v, sandbox, params) for k, v in upstream.env.items()}
-            cwd = substitute(upstream.cwd, sandbox, params) if upstream.cwd else None
+            launch = await self.resolve(slot.name, run.id if run is not None else None)
         except (ConfigError, OSError) as exc:
             raise UpstreamError(f"upstream {slot.name!r}: {exc}") from exc
-        if cwd is not None:
-            cwd = str(self.runtime.settings.resolve_path(cwd))
-        process = StdioProcess(
-            name=slot.name,
-            command=command,
-            env=env,
-            cwd=cwd,
-            recorder=self.recorder,
-            on_exit=lambda p: self._exited(slot, p),
-            inject_traceparent=self.runtime.settings.recording.inject_traceparent,
-            listeners=slot.listeners,
-            client_capabilities=slot.client_capabilities,
-        )
+        if run is not None and launch.sandbox is not None and run.sandbox is None:
+            run.sandbox = str(launch.sandbox)
+            await anyio.to_thread.run_sync(
+                lambda: self.runtime.store.update_run(run.id, sandbox=str(launch.sandbox))
+            )
+        # a run's first start takes a warm process of the same launch when there is one
+        warm = await self.warm.take(launch, run) if run is not None else None
+        process = warm or self.new_process(launch)
+        process.on_exit = lambda p: self._exited(slot, p)
+        process.listeners = slot.listeners
+        process.client_capabilities = slot.client_capabilities
         try:
             await process.start(exchange, self.timeout(slot.name))
         except UpstreamError as exc:
@@ -184,9 +196,15 @@ class StdioUpstreams:
             raise
         slot.process = process
         slot.last_error = None
-        if slot.run is not None:
+        if run is not None:
             self.reaper.started(slot)
-        log.info("upstream %s started (pid %s): %s", slot.name, process.pid, " ".join(command))
+        log.info(
+            "upstream %s started (pid %s%s): %s",
+            slot.name,
+            process.pid,
+            ", warm" if warm else "",
+            " ".join(launch.command),
+        )
         return process
 
     @staticmethod
@@ -256,6 +274,7 @@ class StdioUpstreams:
         """Stop every process (on shutdown)."""
         self.closed = True
         await self.reaper.close()
+        await self.warm.close()
         slots = [*self.shared.values(), *self.per_run.values()]
         for slot in slots:
             if slot.restart_task is not None:
@@ -265,6 +284,7 @@ class StdioUpstreams:
         )
         self.shared.clear()
         self.per_run.clear()
+        await self.warm.stop_preloads()  # after the per-run processes they serve
 
     def describe(self) -> dict[str, Any]:
         """Running processes, for diagnostics and tests."""

@@ -39,6 +39,9 @@ from tracecard.traces import semconv
 
 log = logging.getLogger(__name__)
 
+# on the handshake span of a process a warm pool started before its run needed it
+WARM_ATTRIBUTE = "tracecard.upstream.warm"
+
 
 @dataclass
 class StdioProcess:
@@ -55,6 +58,7 @@ class StdioProcess:
     client_capabilities: dict[str, Any] = field(default_factory=dict)  # sent in the handshake
     forwarded: int = 0  # requests sent after the handshake (0: pristine, safe to replace)
     started_ns: int = 0
+    warm: bool = False  # spawned ahead of its run by the warm pool (server/stdio/warm.py)
     exit_code: int | None = None
     stopping: bool = False
     # messages for clients that are not about one request (list_changed, logging)
@@ -75,6 +79,15 @@ class StdioProcess:
         return self._proc is not None and not self._exited.is_set()
 
     @property
+    def running(self) -> bool:
+        """The process has not exited (known before its stdout is read, unlike `alive`)."""
+        return self._proc is not None and self._proc.returncode is None
+
+    async def wait(self) -> int | None:
+        """Until the process exits: its exit code (None if it never started)."""
+        return await self._proc.wait() if self._proc is not None else None
+
+    @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
@@ -86,10 +99,9 @@ class StdioProcess:
         tail = self.stderr_tail()
         return f"upstream {self.name!r} {what}" + (f"; stderr tail:\n{tail}" if tail else "")
 
-    async def start(self, exchange: Exchange, timeout: float) -> None:
-        """Spawn the command and perform the `initialize` handshake (recorded under `exchange`)."""
-        self._exchange = exchange
-        spawned_ns = time.time_ns()
+    async def spawn(self) -> None:
+        """Start the command without a word to it: a warm process waits like this, its stdout
+        unread, until `start()` hands it to a run (server/stdio/warm.py)."""
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *self.command,
@@ -107,11 +119,17 @@ class StdioProcess:
                 f"{exc.strerror or exc} (command: {' '.join(self.command)})"
             ) from exc
         self.started_ns = time.time_ns()
-        loop = asyncio.get_running_loop()
-        self._tasks = [
-            loop.create_task(self._read_stdout()),
-            loop.create_task(self._read_stderr()),
-        ]
+        # stderr is read from the spawn: a chatty start never blocks on a full pipe
+        self._tasks = [asyncio.get_running_loop().create_task(self._read_stderr())]
+
+    async def start(self, exchange: Exchange, timeout: float) -> None:
+        """Spawn the command (unless a warm pool did) and perform the `initialize` handshake
+        (recorded under `exchange`)."""
+        self._exchange = exchange
+        spawned_ns = time.time_ns()
+        if self._proc is None:
+            await self.spawn()
+        self._tasks = [asyncio.get_running_loop().create_task(self._read_stdout()), *self._tasks]
         handshake = {
             "jsonrpc": "2.0",
             "id": 0,
@@ -125,6 +143,8 @@ class StdioProcess:
         # The handshake's span starts at the spawn: its duration is the server's start-up time.
         pending = self.recorder.start(handshake, exchange, start_ns=spawned_ns)
         pending.span.set_attribute(semconv.UPSTREAM_STARTUP, True)
+        if self.warm:
+            pending.span.set_attribute(WARM_ATTRIBUTE, True)
         try:
             response = await self.call(handshake, exchange, timeout, pending=pending)
         except UpstreamError:
@@ -156,8 +176,9 @@ class StdioProcess:
         if proc is not None:  # children that outlived the leader
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._exited.wait(), 2.0)
+        if self._exchange is not None:  # its stdout is read (a warm process's is not yet)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._exited.wait(), 2.0)
         for task in self._tasks:
             task.cancel()
         self._fail_all(UpstreamError(f"upstream {self.name!r} was stopped"))
