@@ -125,6 +125,8 @@ class WarmPool:
             if self._refill_task is None or self._refill_task.done():
                 self._refill_task = asyncio.get_running_loop().create_task(self._refill_all())
         for entry in [w for w in self.waiting if w.launch.key == launch.key]:
+            if entry not in self.waiting:  # taken or dropped while an earlier one was checked
+                continue
             self.waiting.remove(entry)
             if await entry.spawned and entry.process.running:
                 if entry.watcher is not None:
@@ -170,11 +172,15 @@ class WarmPool:
                 continue
             to_spawn.append((launch, run_id))
         now = time.monotonic()
-        for entry in list(self.waiting):  # left behind by this experiment, or by any long ago
-            left = entry in mine and entry not in keep and entry.experiment_id == experiment_id
-            if left or now - entry.since > STALE_S:
-                self.waiting.remove(entry)
-                await self._discard(entry, "no pending run needs it")
+        unneeded = [  # left behind by this experiment, or by any long ago
+            w
+            for w in self.waiting
+            if (w in mine and w not in keep and w.experiment_id == experiment_id)
+            or now - w.since > STALE_S
+        ]
+        self.waiting = [w for w in self.waiting if w not in unneeded]  # before any await
+        for entry in unneeded:
+            await self._discard(entry, "no pending run needs it")
         for launch, run_id in to_spawn:
             if len(self.waiting) >= size or self.closed:
                 break
