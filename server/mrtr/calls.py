@@ -44,7 +44,7 @@ INPUT_REQUIRED: Final = "input_required"
 IDLE_S: Final = 600.0  # a call waiting this long for the client's retry is ended as incomplete
 OPEN_MAX: Final = 10_000  # calls waiting for a retry; the oldest is ended first
 # what a call's span says about the tool; a round's span leaves it to its parent
-_CALL_ONLY: Final = (
+CALL_ONLY: Final = (
     semconv.GEN_AI_OPERATION_NAME,
     semconv.GEN_AI_TOOL_NAME,
     semconv.GEN_AI_TOOL_CALL_ARGUMENTS,
@@ -282,7 +282,7 @@ def _key_of(span: RecordedSpan, method: str) -> _Key:
 def _as_round(span: RecordedSpan, logical: LogicalCall, method: str) -> None:
     """A round's span: under the logical call, named so no reader takes it for a call."""
     span.parent = logical.span.context
-    for name in _CALL_ONLY:
+    for name in CALL_ONLY:
         span.attributes.pop(name, None)
     span.attributes[semconv.MRTR_ROUND] = logical.rounds
     target = logical.key[3]

@@ -36,12 +36,14 @@ from tracecard.server.asgi import (
     send_json,
     wait_disconnect,
 )
+from tracecard.server.mrtr.bridge import BridgeRounds
+from tracecard.server.mrtr.calls import INPUT_REQUIRED
 from tracecard.server.proxy.grouping import Unbound, adhoc_for_request, client_info
 from tracecard.server.proxy.sessions import IdleLru
 from tracecard.server.recording.recorder import Recorder
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runtime import Runtime
-from tracecard.server.stdio import capabilities, handshake
+from tracecard.server.stdio import capabilities, handshake, ladder
 from tracecard.server.stdio.calls import StdioCalls
 from tracecard.server.stdio.messages import (
     MODERN_META_PREFIX,
@@ -85,6 +87,7 @@ class StdioBridge:
         self.recorder = recorder
         self.pool = pool
         self.calls = StdioCalls(runtime, recorder, pool)
+        self.rounds = BridgeRounds(recorder)  # multi round-trip calls of stateless clients
         # bounded like the proxy's: stateless and careless clients never send DELETE
         self.sessions: IdleLru[str, Session] = IdleLru(on_forget=self._forget)
 
@@ -202,6 +205,11 @@ class StdioBridge:
         if "id" not in message or "method" not in message:
             await send_bytes(send, 202, content_type=None)  # notifications are acknowledged
             return
+        if (refused := ladder.refusal(message, scope, headers)) is not None:
+            pending = self.recorder.start(message, exchange)  # what the SDK's server refuses
+            self.recorder.finish(pending, refused)
+            await send_json(send, ladder.http_status(refused), refused)
+            return
         await capabilities.declare(self.pool, upstream, exchange, message)
         if message["method"] == "server/discover":
             try:
@@ -224,15 +232,17 @@ class StdioBridge:
                 discovered["instructions"] = init["instructions"]
             await send_json(send, 200, await self.calls.answer_self(message, exchange, discovered))
             return
-        reply = await self.calls.forward(upstream, strip_modern_meta(message), exchange)
+        # a server->client request during the call becomes an input_required round
+        forwarded = strip_modern_meta(message)
+        reply = await self.rounds.forward(self.calls, upstream, message, forwarded, exchange)
         result = reply.get("result")
-        if isinstance(result, dict):
+        if isinstance(result, dict) and result.get("resultType") != INPUT_REQUIRED:
             # a session-protocol result, dressed for the stateless wire (nothing is cached)
             result = {"resultType": "complete", **result}
             if message["method"] in CACHEABLE:
                 result = {"ttlMs": 0, "cacheScope": "private", **result}
             reply["result"] = result
-        await send_json(send, 200, reply)
+        await send_json(send, ladder.http_status(reply), reply)
 
     # --- session protocol (2025-11-25 and earlier) ----------------------------------------------
     async def _legacy(

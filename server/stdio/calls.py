@@ -10,6 +10,7 @@ upstream's own `tools/list` answers, as on the proxy, for the spans and the enfo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, cast
 
 from tracecard.server.asgi import CODE_UPSTREAM, jsonrpc_error
@@ -78,9 +79,11 @@ class StdioCalls:
         message: dict[str, Any],
         exchange: Exchange,
         sink: Any = None,
+        started: Callable[[StdioProcess, PendingCall], None] | None = None,
     ) -> dict[str, Any]:
         """Forward a request, failures as JSON-RPC errors; verifier-only tools stay hidden,
-        calls a blocking rule forbids are answered here."""
+        calls a blocking rule forbids are answered here. `started` is told the process and
+        the call's span once it is forwarded (server/mrtr/bridge.py keeps the call open)."""
         hidden = visibility.hidden_for(self.runtime.settings.upstreams.get(upstream), exchange.role)
         if (refusal := visibility.refusal(self.recorder, message, exchange, hidden)) is not None:
             return refusal
@@ -97,6 +100,8 @@ class StdioCalls:
             return jsonrpc_error(message.get("id"), CODE_UPSTREAM, str(exc))
         pending = self._start(message, exchange, found)
         visibility.mark_list(pending, hidden)
+        if started is not None:
+            started(process, pending)
         try:
             reply = await process.call(
                 message, exchange, self.pool.timeout(upstream), sink, pending

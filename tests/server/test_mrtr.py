@@ -55,7 +55,9 @@ def ops() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def tracecard(ops: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     folder = tmp_path_factory.mktemp("mrtr")
-    with tracecard_for({"ops": {"url": ops}}, folder, max_body_bytes=LIMIT) as running:
+    script = str(ROOT / "tests" / "servers" / "mrtr_server.py")
+    upstreams = {"ops": {"url": ops}, "ops_stdio": {"command": [sys.executable, script, "stdio"]}}
+    with tracecard_for(upstreams, folder, max_body_bytes=LIMIT) as running:
         yield running
 
 
@@ -75,7 +77,9 @@ def _agent(environment: str) -> dict[str, Any]:
 
 
 async def _call(url: str, environment: str, tool: str, arguments: dict[str, Any]) -> str:
-    async with Client(url, **_agent(environment)) as client:  # mode auto: 2026-07-28
+    # the protocol pinned: under load, auto mode's server/discover probe may time out while a
+    # stdio process starts, and the client would fall back to the session protocol
+    async with Client(url, mode="2026-07-28", **_agent(environment)) as client:
         result = await client.call_tool(tool, arguments)
     [content] = result.content
     assert isinstance(content, types.TextContent)
@@ -202,3 +206,41 @@ def test_sampling_only_and_bad_retries_are_recorded_never_dropped(
     assert unmatched["attributes"]["rpc.response.status_code"] == "-32602"
     assert unmatched["attributes"]["gen_ai.tool.name"] == "deploy"  # a call of its own
     assert '"qa"' in unmatched["attributes"]["tracecard.mrtr.input_responses"]
+
+
+def test_the_stdio_bridge_asks_a_stateless_client_in_rounds(tracecard: RunningServer) -> None:
+    """A stdio server asks mid-call (session protocol); the bridge answers the stateless client
+    `input_required` and hands its answers on: one call, three rounds, as over HTTP."""
+    base = tracecard.url
+    run = httpx.post(f"{base}/api/runs", json={}).json()
+    url = run["urls"]["ops_stdio"]
+    answer = asyncio.run(_call(url, "staging", "deploy", DEPLOY))
+    assert answer == "deployed api 1.4 to staging: faster logins"
+    spans = run_spans(base, run["id"])
+    [call] = [s for s in spans if s["name"] == "tools/call deploy"]
+    assert call["attributes"]["tracecard.mrtr.rounds"] == 3
+    assert "to staging" in call["attributes"]["gen_ai.tool.call.result"]
+    answers = json.loads(call["attributes"]["tracecard.mrtr.answers"])
+    assert [*answers[0]["responses"].values()][0]["content"] == {"environment": "staging"}
+    rounds = sorted(
+        (s for s in spans if s["parent_span_id"] == call["span_id"] and "round" in s["name"]),
+        key=lambda s: s["attributes"]["tracecard.mrtr.round"],
+    )
+    assert [s["name"] for s in rounds] == [f"round {i} · tools/call deploy" for i in (1, 2, 3)]
+    assert "elicitation/create" in rounds[0]["attributes"]["tracecard.mrtr.input_requests"]
+    assert "sampling/createMessage" in rounds[1]["attributes"]["tracecard.mrtr.input_requests"]
+    assert "faster logins" in rounds[2]["attributes"]["tracecard.mrtr.input_responses"]
+
+    # a retry with a state the bridge never issued: refused as the SDK refuses it, recorded
+    headers = {**MCP_HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call"}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    stray = {"name": "status", "arguments": {"service": "api"}, "requestState": "forged"}
+    body = rpc("tools/call", {**stray, "_meta": meta}, id=3)
+    refused = httpx.post(url, json=body, headers={**headers, "mcp-name": "status"}, timeout=30)
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == -32602
+    spans = run_spans(base, run["id"])
+    [unmatched] = [s for s in spans if s["name"] == "tools/call status"]
+    assert unmatched["attributes"]["error.type"] == "mrtr_unmatched"
