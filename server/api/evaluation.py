@@ -139,11 +139,6 @@ class ExperimentController(Controller):
     async def create(self, state: State, data: ExperimentCreate) -> dict[str, Any]:
         runtime = runtime_of(state)
         warnings = await _check_tools(runtime, data.suite)  # before any run exists
-        if data.replay is not None and data.faults is not None:
-            raise HTTPException(
-                status_code=422,
-                detail="replay and faults in one experiment are not supported yet: use one",
-            )
         faults = data.faults or await _suite_faults(runtime, data.suite)
         if data.replay is not None and faults is not None and data.faults is None:
             faults = None  # a replay of a faulted suite replays what the source saw
@@ -155,12 +150,19 @@ class ExperimentController(Controller):
             replay = await service_call(
                 check_replay(runtime, data.replay, found.version, data.trials)
             )
-        environment = None if replay is None else {"replay": replay.plan.stored()}
-        if faults is not None:
-            environment = {"faults": faults.stored()}
+        environment: dict[str, Any] = {}  # experiments.environment (docs/replay.md)
+        if replay is not None:
+            environment["replay"] = replay.plan.stored()
+        if faults is not None:  # with a replay: the faults change the replayed answers
+            environment["faults"] = faults.stored()
         experiment, runs = await _thread(
             lambda: create_experiment(
-                runtime.store, runtime.settings, data.suite, data.config, data.trials, environment
+                runtime.store,
+                runtime.settings,
+                data.suite,
+                data.config,
+                data.trials,
+                environment or None,
             )
         )
         if replay is not None:  # each run's index, built now: serving never reads the database

@@ -9,6 +9,8 @@ and sends the answer in the form the upstream used. Each faulted request's span 
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -59,6 +61,10 @@ def record_reply(state: ProxyState, pending: PendingCall, reply: dict[str, Any],
         state.recorder.finish(pending, reply)
 
 
+# Over a replayed upstream, a changing rule changes the recorded reply (replay/mcp.py sends it)
+Change = Callable[[dict[str, Any]], dict[str, Any]]
+
+
 async def fault_post(
     faults: RunFaults,
     state: ProxyState,
@@ -66,8 +72,10 @@ async def fault_post(
     send: Send,
     started: list[tuple[dict[str, Any], Any]],
     headers: RequestHeaders,
-) -> bool:
-    """True when the agent was answered here; False: the proxy forwards as usual."""
+    replayed: bool = False,
+) -> bool | Change:
+    """True when the agent was answered here; False: the proxy forwards as usual (or replay
+    answers); a `Change`: replay answers, with the reply changed by it (`replayed` only)."""
     if calls.exchange.role != semconv.ROLE_AGENT or len(started) != 1:
         return False
     message, pending = started[0]
@@ -100,8 +108,24 @@ async def fault_post(
         media = None if as_sse else b"application/json"
         await send_bytes(send, 200, body, media, list(SSE_HEADERS) if as_sse else [])
         return True
+    if replayed:
+        return functools.partial(_change, faults, state, upstream, pending.method, rule)
     await _forward_changed(faults, state, calls, send, headers, message, pending, rule)
     return True
+
+
+def _change(
+    faults: RunFaults,
+    state: ProxyState,
+    upstream: str,
+    method: str,
+    rule: FaultRule,
+    reply: dict[str, Any],
+) -> dict[str, Any]:
+    changed = changed_reply(rule, reply, lambda name: faults.tool_matches(rule, name))
+    if method == "tools/list":
+        tool_annotations.remember(state.annotations, upstream, changed.get("result"))
+    return changed
 
 
 async def _forward_changed(

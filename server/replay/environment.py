@@ -58,13 +58,18 @@ class TrialEnvironment:
     ) -> bool:
         """True when the POST was answered here (replayed, faulted); False: forward it."""
         run_id = calls.exchange.run.id
-        faults = self.faults.get(run_id)
-        if faults is not None and await fault_post(faults, state, calls, send, started, headers):
-            return True
         replay = self.replays.get(run_id)
+        replayed = replay is not None and calls.exchange.upstream in replay.upstreams
+        faults = self.faults.get(run_id)
+        change = None
+        if faults is not None:  # a fault plan over a replay changes the recorded answers
+            faulted = await fault_post(faults, state, calls, send, started, headers, replayed)
+            if faulted is True:
+                return True
+            change = faulted or None
         if replay is None:
             return False
-        return await replay_post(replay, state, calls, send, started, headers, batch)
+        return await replay_post(replay, state, calls, send, started, headers, batch, change)
 
     async def mcp_other(self, run_id: str, upstream: str, method: str, send: Send) -> bool:
         """GET or DELETE of an MCP upstream this run replays: answered here (True)."""
@@ -85,15 +90,24 @@ class TrialEnvironment:
         """The plain HTTP call's fault or recorded answer (or miss); None: forward it as usual."""
         method, path, query, body = request
         faults = self.faults.get(run_id)
-        if faults is not None:
-            tool = f"{method.upper()} /{path}"
-            faulted = await fault_http(faults, upstream, role, tool)
-            if faulted is not None:
-                return faulted
         replay = self.replays.get(run_id)
+        faulted = None
+        if faults is not None:
+            faulted = await fault_http(faults, upstream, role, f"{method.upper()} /{path}")
+            if faulted is not None and (faulted.status or replay is None):
+                return faulted  # a replacing fault (or nothing replayed): the fault's answer
         if replay is None:
             return None
-        return replay_http(replay, recorder, upstream, role, method, path, query, body)
+        answer = replay_http(replay, recorder, upstream, role, method, path, query, body)
+        if faulted is None or answer is None:
+            return answer or faulted
+        # a delay or a change over a replayed answer: the recorded answer, changed
+        answer.attributes.update(faulted.attributes)
+        if faulted.transform is not None and answer.status and answer.error is None:
+            answer.body = faulted.transform(answer.body)
+        elif faulted.transform is not None and not answer.status:
+            answer.transform = faulted.transform  # on_miss = "live": the live body, changed
+        return answer
 
     async def llm(self, recorder: Recorder, exchange: ModelExchange, send: Send) -> bool:
         """A model request of a run that replays its model: answered here (True), or forward."""

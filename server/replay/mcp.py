@@ -8,6 +8,7 @@ JSON-RPC error (`on_miss = "error"`) or makes the whole POST go live (`on_miss =
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -90,8 +91,11 @@ async def replay_post(
     started: list[tuple[dict[str, Any], Any]],
     headers: RequestHeaders,
     batch: bool,
+    change: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> bool:
-    """Answer every request of one POST from the recording; False: forward it live."""
+    """Answer every request of one POST from the recording; False: forward it live.
+
+    `change`: a fault rule fired on the POST's one request; its recorded reply is changed."""
     upstream = calls.exchange.upstream
     index = replay.upstreams.get(upstream)
     if index is None:
@@ -125,6 +129,8 @@ async def replay_post(
             replies.append(answer_miss(recorder, replay, pending, found))
         else:
             reply = recorded_reply(found, pending.request_id)
+            if change is not None:
+                reply = change(reply)
             mark_recorded(pending, found)
             replay.served += 1
             if pending.method == "tools/list":

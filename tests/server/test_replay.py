@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -228,6 +229,44 @@ def test_an_unknown_cassette_version_is_a_one_line_error(
     errors = [line for line in err.splitlines() if line.strip()]
     assert code != 0 and len(errors) == 1, err
     assert "cassette version 99; this tracecard reads version 1" in errors[0]
+
+
+async def test_a_fault_plan_over_a_replay_breaks_the_recorded_answers(world: World) -> None:
+    """Replay and faults in one experiment: a replacing fault answers instead of the recording
+    (whose answer then waits for a retry), a changing fault changes the recorded answer; no
+    upstream sees a request, and the robustness report counts the faults as for a live run."""
+    faults = {
+        "seed": 7,
+        "rules": [
+            {"kind": "tool_error", "upstream": "helpdesk", "tool": "find_users", "nth": 1},
+            {"kind": "corrupt", "upstream": "helpdesk", "tool": "list_tickets"},
+            {"kind": "truncate", "upstream": "kb", "keep": 8},
+        ],
+    }
+    before = world.requests()
+    experiment, finished = await run_all(world, {"source": world.source}, 1, faults=faults)
+    assert world.requests() == before
+    agent: dict[str, dict[str, Any]] = {}
+    for finish in finished.values():
+        assert finish["replay"]["missed"] == 0, finish["replay"]
+        for span in proxied(spans_of(world, finish["id"])):
+            if span["attributes"]["tracecard.role"] == "agent":
+                agent[span["name"]] = span["attributes"]
+    find, tickets = agent["tools/call find_users"], agent["tools/call list_tickets"]
+    kb = agent["POST /lookup"]
+    assert find["tracecard.fault.kind"] == "tool_error" and "tracecard.replay" not in find
+    assert find["error.type"] == "tool_error"
+    assert (
+        tickets["tracecard.fault.kind"] == "corrupt" and tickets["tracecard.replay"] == "recorded"
+    )
+    assert '"unexpected"' in tickets["gen_ai.tool.call.result"]
+    assert kb["tracecard.fault.kind"] == "truncate" and kb["tracecard.replay"] == "recorded"
+    assert kb["tracecard.response.body"] == '{"topic"'  # the recorded body, cut to 8 bytes
+    assert agent["tools/call update_ticket"]["tracecard.replay"] == "recorded"
+    with TracecardClient(world.server.url) as client:
+        assert set(client.get_experiment(experiment)["environment"]) == {"replay", "faults"}
+        kinds = {k["kind"]: k["faulted_calls"] for k in client.robustness(experiment)["kinds"]}
+    assert kinds == {"tool_error": 1, "corrupt": 1, "truncate": 1}
 
 
 async def test_a_restarted_server_keeps_replaying_the_open_runs(world: World) -> None:

@@ -243,12 +243,16 @@ def open_world(folder: Path) -> Iterator[World]:
 
 
 async def run_all(
-    world: World, replay: dict[str, Any] | None, trials: int, query: str = "dana"
+    world: World,
+    replay: dict[str, Any] | None,
+    trials: int,
+    query: str = "dana",
+    faults: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, dict[str, Any]]]:
     """Create an experiment, run the agent in each run, finish it; (id, finish by run id)."""
     async with AsyncTracecardClient(world.server.url) as client:
         experiment = await client.create_experiment(
-            world.suite, {"name": "scripted"}, trials, replay=replay
+            world.suite, {"name": "scripted"}, trials, replay=replay, faults=faults
         )
         finished = {}
         for run in experiment.runs:
