@@ -30,7 +30,7 @@ def _import_bfcl(args: argparse.Namespace) -> int:
     text = dump_suite(suite, "json" if output.suffix.lower() == ".json" else "toml")
     output.write_text(text, encoding="utf-8")
     upstreams = output.with_name(output.stem + ".upstreams.toml")
-    upstreams.write_text(upstream_config(args.python), encoding="utf-8")
+    upstreams.write_text(upstream_config(args.python, args.category), encoding="utf-8")
     turns = sum(len(t.turns) for t in suite.tasks)
     print(f"wrote {output}: suite {suite.name!r}, {len(suite.tasks)} tasks, {turns} turns")
     print(f"wrote {upstreams}: add it to tracecard.toml (or pass it with --config)")

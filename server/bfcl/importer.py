@@ -12,6 +12,7 @@ argument; irrelevance entries expect no call.
 from __future__ import annotations
 
 import copy
+import json
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -174,16 +175,20 @@ def import_suite(
     return Suite.model_validate(document)
 
 
-def upstream_config(python: str = sys.executable) -> str:
+def upstream_config(python: str = sys.executable, categories: Sequence[str] = ()) -> str:
     """The `tracecard.toml` section the suite needs: one per-run stdio upstream for every task
     (each run's own process and state, told its entry by `{task.entry}`), its state tool
-    hidden from the agent."""
-    command = [python, "-m", "tracecard.server.bfcl.mcp_server", "{task.entry}"]
-    quoted = ", ".join(f'"{part}"' for part in command)
+    hidden from the agent, each run's server forked from a parent that imported BFCL once."""
+    command = [python, "-m", "tracecard.server.bfcl.relay", "{task.entry}"]
+    preload = [python, "-m", "tracecard.server.bfcl.prefork", "{preload}", *categories]
     return (
         "# The BFCL environments, one fresh process per run (written by tracecard import bfcl)\n"
         f"[upstreams.{UPSTREAM}]\n"
-        f"command = [{quoted}]\n"
+        f"command = {_toml_list(command)}\n"
+        "# each run's server is forked from this parent, which imported bfcl_eval and the MCP\n"
+        "# SDK once (docs/benchmarks/bfcl.md, Pre-forked servers); without it, or with\n"
+        "# [pool] enabled = false, the command starts the server itself\n"
+        f"preload = {_toml_list(preload)}\n"
         "per_run = true\n"
         "# BFCL's credentials are fake, and results are expected as exact text: a redacted\n"
         "# access_token inside a JSON result would never equal the ground truth's\n"
@@ -191,3 +196,7 @@ def upstream_config(python: str = sys.executable) -> str:
         "# the state probes' tool: not in the agent's tools/list, refused to its calls\n"
         f'verifier_tools = ["{STATE_TOOL}"]\n'
     )
+
+
+def _toml_list(parts: Sequence[str]) -> str:
+    return "[" + ", ".join(json.dumps(part) for part in parts) + "]"

@@ -66,8 +66,8 @@ def test_an_expectation_naming_a_tool_the_entry_lacks_is_an_error(
 def _counted(upstream: dict[str, Any], log: Path) -> dict[str, Any]:
     """The imported BFCL upstream, appending the entry it was started for to `log`."""
     python, *module, entry = upstream["command"]
-    assert entry == "{task.entry}" and module == ["-m", "tracecard.server.bfcl.mcp_server"]
-    script = 'echo "$1" >> "$0"; exec "$2" -m tracecard.server.bfcl.mcp_server "$1"'
+    assert entry == "{task.entry}" and module == ["-m", "tracecard.server.bfcl.relay"]
+    script = 'echo "$1" >> "$0"; exec "$2" -m tracecard.server.bfcl.relay "$1"'
     return {**upstream, "command": ["sh", "-c", script, str(log), "{task.entry}", python]}
 
 
