@@ -128,6 +128,8 @@ def _loads(text: Any) -> Any:
 
 
 def _recorded(span: dict[str, Any], attributes: dict[str, Any], ignore: list[str]) -> Any:
+    if semconv.MRTR_ROUND in attributes:
+        return None  # a round of a multi round-trip call: its parent span holds the answer
     role = str(attributes.get(semconv.ROLE) or semconv.ROLE_AGENT)
     usable = not attributes.get(semconv.TRUNCATED)
     method = attributes.get(semconv.MCP_METHOD_NAME)

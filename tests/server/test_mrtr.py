@@ -38,6 +38,9 @@ upstreams = ["ops"]
 allow_extra = false
 calls = [{ tool = "deploy", arguments = { service = "api", version = "1.4" } }]
 
+[tasks.completion]
+checks = [{ contains = "to staging" }]
+
 [tasks.efficiency]
 optimal_calls = 1
 """
@@ -125,6 +128,7 @@ def test_a_multi_round_trip_call_is_one_call_with_its_rounds(tracecard: RunningS
     assert all("tracecard.mrtr.request_state" in s["attributes"] for s in rounds[1:])
     scores = _finish(base, run["id"], answer)
     assert scores["invocation"]["passed"] is True and scores["invocation"]["value"] == 1.0
+    assert scores["completion"]["passed"] is True
     assert scores["efficiency"]["evidence"]["calls"] == 1
     assert scores["efficiency"]["value"] == 1.0
 
@@ -133,6 +137,7 @@ def test_a_multi_round_trip_call_is_one_call_with_its_rounds(tracecard: RunningS
     answer = asyncio.run(_call(wrong["urls"]["ops"], "production", "deploy", DEPLOY))
     assert "to production" in answer
     scores = _finish(base, wrong["id"], answer)
+    assert scores["completion"]["passed"] is False  # it deployed where it was not asked to
     [expected] = scores["invocation"]["evidence"]["expected"]
     assert expected["rounds"] == 3
     first = expected["answers"][0]
