@@ -6,6 +6,8 @@ Each finding names the runs that show it, so a person can open their traces:
   task that expects completion;
 - `oracle_fails`: the oracle (the expected calls, the expected answer) failed a component in
   every trial;
+- `unseen_gold`: a string the oracle's calls carry, fixed by the expectations (or BFCL's ground
+  truth), appears nowhere the agent could read it before the call (`audit_gold`);
 - `blind_probe`: a probe observed the same value after the oracle's (passing) run as after doing
   nothing: it cannot tell the task done from not done;
 - `weak_invocation`: random-tool (one random call with random arguments) passed invocation;
@@ -18,9 +20,11 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
+from .audit_gold import unseen_gold_arguments
 from .calls import probe_observations
+from .suite import Task
 from .types import Span
 
 __all__ = [
@@ -42,18 +46,18 @@ BASELINES = ("null", "oracle", "random-tool")
 AUDIT_CONFIG_PREFIX = "audit:"  # a baseline's experiment is configuration `audit:AGENT`
 
 DefectKind = Literal[
-    "passable_by_nothing", "oracle_fails", "blind_probe", "weak_invocation", "unstable"
-]
-DEFECT_KINDS: tuple[DefectKind, ...] = (
     "passable_by_nothing",
     "oracle_fails",
+    "unseen_gold",
     "blind_probe",
     "weak_invocation",
     "unstable",
-)
+]
+DEFECT_KINDS: tuple[DefectKind, ...] = get_args(DefectKind)  # in report order
 DEFECT_LABELS: dict[str, str] = {
     "passable_by_nothing": "passable by doing nothing",
     "oracle_fails": "not passable by the oracle",
+    "unseen_gold": "gold argument never shown",
     "blind_probe": "blind probe",
     "weak_invocation": "weak invocation",
     "unstable": "unstable",
@@ -77,6 +81,8 @@ class BaselineRun:
     # "TURN/PROBE" (TURN "end" for the probes run when the run finished) -> the observed value
     # as canonical JSON, or None when the probe could not observe anything
     probes: Mapping[str, str | None] = field(default_factory=dict)
+    # (oracle runs) fixed gold arguments found nowhere the agent could read them, in call order
+    unseen: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,10 +131,16 @@ def baseline_run(
     scores: Iterable[tuple[str, bool | None, Any]],
     spans: Iterable[Span] | None = None,
     turns: int = 0,
+    task: Task | None = None,
 ) -> BaselineRun:
     """One baseline run as the audit reads it, from its stored scores (component, passed,
-    evidence) and, for the probe comparison of null and oracle, its spans."""
+    evidence) and, for the probe comparison of null and oracle, its spans; an oracle run with
+    its task also gets the gold arguments it used that the agent is never shown."""
     scores = list(scores)
+    spans = list(spans) if spans is not None else None
+    unseen: tuple[str, ...] = ()
+    if agent == "oracle" and spans is not None and task is not None:
+        unseen = tuple(unseen_gold_arguments(spans, task))
     return BaselineRun(
         agent=agent,
         run_id=run_id,
@@ -138,6 +150,7 @@ def baseline_run(
         passed={component: passed for component, passed, _ in scores},
         reasons={c: first_reason(evidence) for c, passed, evidence in scores if passed is False},
         probes=probe_values(spans, turns) if spans is not None else {},
+        unseen=unseen,
     )
 
 
@@ -147,6 +160,7 @@ def checks_not_run(agents: Sequence[str], trials: int) -> dict[str, str | None]:
     return {
         "passable_by_nothing": None if "null" in agents else missing["null"],
         "oracle_fails": None if "oracle" in agents else missing["oracle"],
+        "unseen_gold": None if "oracle" in agents else missing["oracle"],
         "blind_probe": None
         if {"null", "oracle"} <= set(agents)
         else "needs the null and oracle baselines",
@@ -241,6 +255,20 @@ def _oracle_fails(oracle: Sequence[BaselineRun]) -> Finding | None:
     return None
 
 
+def _unseen(oracle: Sequence[BaselineRun]) -> Finding | None:
+    showing = [r for r in oracle if r.unseen]
+    if not showing:
+        return None
+    first = showing[0]
+    more = len(first.unseen) - 1
+    reason = (
+        f"the oracle's {first.unseen[0]} uses text the agent is never shown (not in the task's "
+        "text, the user turns so far or any earlier result): an agent has to guess it"
+        + (f"; {more} more such argument(s)" if more else "")
+    )
+    return Finding("unseen_gold", reason, (first.run_id,))
+
+
 def _blind(null: Sequence[BaselineRun], oracle: Sequence[BaselineRun]) -> Finding | None:
     # Only where the oracle passes the outcome: when it cannot, the probe seeing no change is
     # that failure's consequence, already flagged as `oracle_fails` or `unstable`.
@@ -318,6 +346,7 @@ def audit_tasks(
         found = [
             _passable(null, completion),
             _oracle_fails(oracle),
+            _unseen(oracle),
             _blind(null, oracle),
             _weak(random_tool),
             _unstable(oracle),

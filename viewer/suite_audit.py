@@ -17,6 +17,7 @@ from tracecard.scorers.audit import (
     baseline_run,
     checks_not_run,
 )
+from tracecard.scorers.suite import Suite
 from tracecard.traces import queries
 from tracecard.traces.models import ExperimentRow, RunRow
 from tracecard.traces.store import Store
@@ -64,8 +65,9 @@ def audit_experiments(store: Store, version: str) -> dict[str, ExperimentRow]:
 
 
 def _runs(
-    store: Store, experiments: dict[str, ExperimentRow], turns: dict[str, int], task: str | None
+    store: Store, experiments: dict[str, ExperimentRow], suite: Suite | None, task: str | None
 ) -> list[BaselineRun]:
+    tasks = {t.id: t for t in suite.tasks} if suite is not None else {}
     found = []
     for agent, experiment in experiments.items():
         rows: list[RunRow] = queries.experiment_runs(store, experiment.id, task)
@@ -82,7 +84,8 @@ def _runs(
                     status=row.status,
                     scores=[(s.component, s.passed, s.evidence) for s in scores[row.id]],
                     spans=spans.get(row.id) if agent in _PROBED else None,
-                    turns=turns.get(task_id, 0),
+                    turns=len(tasks[task_id].turns) if task_id in tasks else 0,
+                    task=tasks.get(task_id),
                 )
             )
     return found
@@ -93,12 +96,7 @@ def _audit(store: Store, version: str, task: str | None) -> SuiteAudit | None:
     if not experiments:
         return None
     suite = stored_suite(store, version)
-    runs = _runs(
-        store,
-        experiments,
-        {t.id: len(t.turns) for t in suite.tasks} if suite else {},
-        task,
-    )
+    runs = _runs(store, experiments, suite, task)
     if task is not None:
         task_ids = [task]
     elif suite is not None:

@@ -150,7 +150,8 @@ def register(sub: Any) -> None:
         help="run the baseline agents on a suite and flag tasks that cannot measure anything",
         description="Run the built-in null, oracle and random-tool agents on SUITE (k trials "
         "each, through the proxy) and report, per task, the defects they reveal: passable by "
-        "doing nothing, not passable by the oracle, blind probes, weak invocation, unstable.",
+        "doing nothing, not passable by the oracle, gold arguments never shown, blind probes, "
+        "weak invocation, unstable.",
     )
     audit.add_argument("suite", help="suite file (TOML or JSON)")
     audit.add_argument(

@@ -13,7 +13,7 @@ from tracecard.scorers.audit import DEFECT_KINDS, DEFECT_LABELS, TaskAudit, chec
 
 __all__ = ["AUDIT_SCHEMA_VERSION", "LABELS", "audit_document", "audit_markdown", "audit_table"]
 
-AUDIT_SCHEMA_VERSION = 1
+AUDIT_SCHEMA_VERSION = 2  # 2: the unseen_gold kind
 LABELS = DEFECT_LABELS
 
 

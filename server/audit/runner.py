@@ -70,6 +70,7 @@ def collect_runs(
     """Every baseline run with its component verdicts, the first failure of each, and (for the
     null and oracle runs) what each probe observed, read from the run's stored spans."""
     turns = {task.id: len(task.turns) for task in suite.tasks}
+    tasks = {task.id: task for task in suite.tasks}
     runs = []
     for baseline in experiments:
         card = client.scorecard(baseline.experiment_id)
@@ -90,6 +91,7 @@ def collect_runs(
                     ],
                     spans=spans,
                     turns=turns.get(run["task_id"], 0),
+                    task=tasks.get(run["task_id"]),
                 )
             )
     return runs

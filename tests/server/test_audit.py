@@ -85,6 +85,18 @@ tools = ["get_value"]
 [tasks.invocation]
 calls = [{ tool = "get_value", arguments = { key = { any = true } } }]
 
+# the gold call's key is written nowhere the agent can read it (and no other call is allowed)
+[[tasks]]
+id = "gold-unseen"
+instruction = "Set the counter to 4."
+upstreams = ["tools"]
+[tasks.invocation]
+allow_extra = false
+calls = [{ tool = "set_value", arguments = { key = "hidden-17", value = 4 } }]
+[tasks.outcome]
+probes = [{ id = "h", upstream = "tools", tool = "get_value", arguments = { key = "hidden-17" } }]
+predicates = [{ probe = "h", path = "$.structuredContent.value", op = "eq", value = 4 }]
+
 # the environment drops every second write
 [[tasks]]
 id = "nondeterministic"
@@ -101,6 +113,7 @@ EXPECTED = {
     "clean": [],
     "already-passes": ["passable_by_nothing"],
     "gold-rejected": ["oracle_fails"],
+    "gold-unseen": ["unseen_gold"],
     "blind-probe": ["blind_probe"],
     "weak-expectation": ["weak_invocation"],
     "nondeterministic": ["unstable"],
@@ -181,6 +194,7 @@ def test_audit_flags_each_planted_defect_with_its_reason(
     assert "start state" in reasons["already-passes"]
     assert reasons["gold-rejected"].startswith("oracle failed outcome in 2/2 trial(s)")
     assert "eq -1: observed 0" in reasons["gold-rejected"]
+    assert reasons["gold-unseen"].startswith("the oracle's set_value(key='hidden-17') uses text")
     assert reasons["blind-probe"].startswith("probe d-log observed the same value")
     assert "random-tool passed invocation" in reasons["weak-expectation"]
     assert "disagree on outcome (1/2 passed)" in reasons["nondeterministic"]
@@ -191,15 +205,16 @@ def test_audit_flags_each_planted_defect_with_its_reason(
     assert document["counts"] == {
         "passable_by_nothing": 1,
         "oracle_fails": 1,
+        "unseen_gold": 1,
         "blind_probe": 1,
         "weak_invocation": 1,
         "unstable": 1,
     }
-    assert document["flagged_tasks"] == 5 and document["total_tasks"] == 6
+    assert document["flagged_tasks"] == 6 and document["total_tasks"] == 7
     assert document["exit_code"] == 1  # --fail-on defects
     text = markdown.read_text(encoding="utf-8")
     assert "| `gold-rejected` | not passable by the oracle |" in text
-    assert "5 of 6 tasks flagged" in text
+    assert "6 of 7 tasks flagged" in text
     _the_viewer_shows_the_same_findings(workspace, document)
 
 
@@ -220,7 +235,7 @@ def _the_viewer_shows_the_same_findings(workspace: Path, document: dict) -> None
         page = client.get(f"/suites/{document['suite']['version']}/health")
         assert page.status_code == 200
         html = unescape(page.text)
-        assert "5 of 6 tasks flagged by" in html
+        assert "6 of 7 tasks flagged by" in html
         for task in document["tasks"]:
             assert (f'id="audit-{task["task_id"]}"' in html) == bool(task["findings"])
             for finding in task["findings"]:
@@ -238,7 +253,7 @@ def _the_viewer_shows_the_same_findings(workspace: Path, document: dict) -> None
 
 
 def test_a_clean_suite_gets_no_flag(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    second = CLEAN.replace('"clean"', '"clean-2"').replace('"a"', '"z"')
+    second = CLEAN.replace('"clean"', '"clean-2"').replace('"a"', '"z"').replace("a to", "z to")
     suite = _write(workspace, "clean", CLEAN + second)
     document = _audit(workspace, suite, capsys, "--trials", "1", "--fail-on", "defects")
     assert [t["findings"] for t in document["tasks"]] == [[], []]
