@@ -26,14 +26,14 @@ from tracecard.traces.writes import DatabaseBusy
 log = logging.getLogger(__name__)
 
 # OTLP numbering of span kinds and status codes, which is what is stored.
-_KIND = {
+STORED_KIND = {
     SpanKind.INTERNAL: 1,
     SpanKind.SERVER: 2,
     SpanKind.CLIENT: 3,
     SpanKind.PRODUCER: 4,
     SpanKind.CONSUMER: 5,
 }
-_STATUS = {StatusCode.UNSET: 0, StatusCode.OK: 1, StatusCode.ERROR: 2}
+STORED_STATUS = {StatusCode.UNSET: 0, StatusCode.OK: 1, StatusCode.ERROR: 2}
 
 
 def _plain_attributes(attributes: Any) -> dict[str, Any]:
@@ -83,10 +83,13 @@ def readable_to_dict(span: ReadableSpan) -> SpanDict:
         "span_id": format(context.span_id, "016x"),
         "parent_span_id": format(parent.span_id, "016x") if parent is not None else None,
         "name": span.name,
-        "kind": _KIND.get(span.kind, 0),
+        "kind": STORED_KIND.get(span.kind, 0),
         "start_time_unix_nano": span.start_time or 0,
         "end_time_unix_nano": span.end_time,
-        "status": {"code": _STATUS[span.status.status_code], "message": span.status.description},
+        "status": {
+            "code": STORED_STATUS[span.status.status_code],
+            "message": span.status.description,
+        },
         "attributes": attributes,
         "events": events,
         "resource": resource,
@@ -145,10 +148,11 @@ class SqlSpanExporter(SpanExporter):
             self._writer = threading.Thread(target=self._run, name="tracecard-store", daemon=True)
             self._writer.start()
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+    def export(self, spans: Sequence[ReadableSpan | SpanDict]) -> SpanExportResult:
+        """Store (or spool) a batch: SDK spans, and the recorder's spans already as rows."""
         if self._stopped:
             return SpanExportResult.FAILURE
-        batch = [readable_to_dict(s) for s in spans]
+        batch = [s if isinstance(s, dict) else readable_to_dict(s) for s in spans]
         if self._spool is None:
             return self._store_now(batch)
         try:
@@ -289,6 +293,17 @@ class StoringBatchProcessor(BatchSpanProcessor):
         if not isinstance(batch._queue, _CountingQueue):  # a new queue after a fork
             batch._queue = _CountingQueue(batch._max_queue_size, self._dropped)
         super().on_end(span)
+
+    def emit_row(self, row: SpanDict) -> None:
+        """Queue a span that is already its stored row (the recorder's spans: no `ReadableSpan`
+        is built for them); dropped and counted as `on_end` does after shutdown."""
+        batch = self._batch_processor
+        if batch._shutdown:
+            self._dropped()
+            return
+        if not isinstance(batch._queue, _CountingQueue):  # a new queue after a fork
+            batch._queue = _CountingQueue(batch._max_queue_size, self._dropped)
+        batch.emit(row)  # type: ignore[arg-type]  # (the exporter takes rows as they are)
 
     def _dropped(self) -> None:
         self.queue_dropped += 1

@@ -23,8 +23,8 @@ from litestar import Request, Response, post
 from litestar.datastructures import State
 from litestar.exceptions import NotFoundException
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace import Span as SdkSpan
+from opentelemetry.sdk.trace import SpanProcessor
 
 from tracecard.server.asgi import BAGGAGE_RUN_KEY, header_run
 from tracecard.server.recording.ingested import distrust, redact, take_macs
@@ -68,9 +68,6 @@ class TraceRunIndex(SpanProcessor):
             agent_trace = attributes.get(semconv.AGENT_TRACE_ID)
             if isinstance(agent_trace, str):  # the agent's own trace, moved into the run's
                 self.remember(agent_trace, run_id)
-
-    def on_end(self, span: ReadableSpan) -> None:
-        return None
 
     def remember(self, trace_id: str, run_id: str) -> None:
         self._runs[trace_id] = run_id

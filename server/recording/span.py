@@ -1,11 +1,12 @@
-"""A span built by hand for the recorder: a plain dict of attributes, one `ReadableSpan` at the end.
+"""A span built by hand for the recorder: a plain dict of attributes, one stored row at the end.
 
 The SDK's `Tracer.start_span` runs the sampler, wraps attributes in a locked
 `BoundedAttributes` that checks every value, and takes a lock on each `set_attribute`; the
 proxy's attributes are known-good strings, numbers and booleans, so this span keeps them in a
-dict and hands one `ReadableSpan` to the provider's span processor (the same
-`BatchSpanProcessor` -> SQL exporter path) when it ends. Every span is sampled: tracecard
-records every call.
+dict. When it ends, the storing processor (`StoringBatchProcessor`: the same batch queue, spool
+and SQL exporter) gets the span as the row it stores, built once; a `ReadableSpan` is built only
+for the other processors (an OTLP fan-out to a collector), which still get a proper SDK span.
+Every span is sampled: tracecard records every call.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util import types
 
+from tracecard.traces.exporter import STORED_KIND, STORED_STATUS, StoringBatchProcessor
+from tracecard.traces.store import SpanDict
+
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _UNSET = Status(StatusCode.UNSET)
 
@@ -29,7 +33,16 @@ _UNSET = Status(StatusCode.UNSET)
 class SpanSink:
     """Where finished spans go: the tracer's processor, resource and scope, read once."""
 
-    __slots__ = ("id_generator", "processor", "resource", "scope")
+    __slots__ = (
+        "_others",
+        "_rows",
+        "_seen",
+        "id_generator",
+        "processor",
+        "resource",
+        "resource_row",
+        "scope",
+    )
 
     def __init__(self, tracer: trace.Tracer) -> None:
         processor: SpanProcessor | None = getattr(tracer, "span_processor", None)
@@ -44,6 +57,30 @@ class SpanSink:
             if info is not None
             else InstrumentationScope("tracecard")
         )
+        # the resource as stored, one dict for every span (the store encodes it once a batch)
+        self.resource_row = {
+            k: list(v) if isinstance(v, tuple) else v for k, v in self.resource.attributes.items()
+        }
+        self._seen: tuple[SpanProcessor, ...] | None = None
+        self._rows: tuple[StoringBatchProcessor, ...] = ()
+        self._others: tuple[SpanProcessor, ...] = ()
+
+    def targets(self) -> tuple[tuple[StoringBatchProcessor, ...], tuple[SpanProcessor, ...]]:
+        """The processors that take stored rows, and the others (which get `ReadableSpan`s);
+        found again when the provider's list changes (it is a tuple, replaced on each add)."""
+        processors = getattr(self.processor, "_span_processors", None)
+        if not isinstance(processors, tuple):  # not the SDK's multi-processor: one processor
+            processors = (self.processor,)
+        if processors is not self._seen:
+            self._seen = processors
+            self._rows = tuple(p for p in processors if isinstance(p, StoringBatchProcessor))
+            self._others = tuple(
+                p
+                for p in processors
+                if not isinstance(p, StoringBatchProcessor)
+                and type(p).on_end is not SpanProcessor.on_end  # (the base class ignores it)
+            )
+        return self._rows, self._others
 
     def start(
         self,
@@ -116,22 +153,68 @@ class RecordedSpan(trace.Span):
         if self.end_ns is not None:
             return
         self.end_ns = end_time or time.time_ns()
+        rows, others = self._sink.targets()
+        if rows:
+            row = self.row()
+            for processor in rows:
+                processor.emit_row(row)
+        if others:
+            readable = self.readable()
+            for other in others:
+                other.on_end(readable)
+
+    def row(self) -> SpanDict:
+        """The ended span as the store's span dict (`readable_to_dict` of its `ReadableSpan`,
+        without building one); the attributes dict is handed over, not copied."""
+        context, parent, status = self.context, self.parent, self.status
+        row: SpanDict = {
+            "trace_id": format(context.trace_id, "032x"),
+            "span_id": format(context.span_id, "016x"),
+            "parent_span_id": format(parent.span_id, "016x") if parent is not None else None,
+            "name": self.name,
+            "kind": STORED_KIND[SpanKind.CLIENT],
+            "start_time_unix_nano": self.start_ns,
+            "end_time_unix_nano": self.end_ns,
+            "status": {"code": STORED_STATUS[status.status_code], "message": status.description},
+            "attributes": self.attributes,
+            "events": [
+                {
+                    "name": e.name,
+                    "time_unix_nano": e.timestamp,
+                    "attributes": dict(e.attributes) if e.attributes else {},
+                }
+                for e in self.events
+            ],
+            "resource": self._sink.resource_row,
+            "scope": self._sink.scope.name,
+        }
+        if self.links:
+            row["links"] = [
+                {
+                    "trace_id": format(link.context.trace_id, "032x"),
+                    "span_id": format(link.context.span_id, "016x"),
+                    "attributes": dict(link.attributes) if link.attributes else {},
+                }
+                for link in self.links
+            ]
+        return row
+
+    def readable(self) -> ReadableSpan:
+        """The ended span as the SDK's `ReadableSpan` (for processors other than the store's)."""
         sink = self._sink
-        sink.processor.on_end(
-            ReadableSpan(
-                name=self.name,
-                context=self.context,
-                parent=self.parent,
-                resource=sink.resource,
-                attributes=self.attributes,
-                events=self.events,
-                kind=SpanKind.CLIENT,
-                status=self.status,
-                start_time=self.start_ns,
-                end_time=self.end_ns,
-                instrumentation_scope=sink.scope,
-                links=self.links,
-            )
+        return ReadableSpan(
+            name=self.name,
+            context=self.context,
+            parent=self.parent,
+            resource=sink.resource,
+            attributes=self.attributes,
+            events=self.events,
+            kind=SpanKind.CLIENT,
+            status=self.status,
+            start_time=self.start_ns,
+            end_time=self.end_ns,
+            instrumentation_scope=sink.scope,
+            links=self.links,
         )
 
     def get_span_context(self) -> SpanContext:
