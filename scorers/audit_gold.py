@@ -10,6 +10,9 @@ the task's instruction, the user turns handed out so far, the tools as listed (n
 descriptions, schemas with their enums) and the results of the calls before it. A value found
 in none of them is one the agent would have to guess.
 
+For BFCL, whose checker compares states and results rather than arguments, a value counts only
+where the task's expected results or state predicates hold it.
+
 Which values: where the expectations are the whole trajectory (`allow_extra = false`: the
 agent may make no other call), every fixed string. Where other calls are allowed (BFCL's
 checker allows them too), an agent may learn a name or an id from a call the gold leaves out
@@ -113,6 +116,9 @@ def unseen_gold_arguments(spans: Iterable[Span], task: Task) -> list[str]:
         for s in spans
         if isinstance(attrs := s.get("attributes"), dict) and sc.TURN_USER in attrs
     ]
+    # BFCL scores states and results, not the gold's arguments: a value counts only where they
+    # hold it (a message the state keeps nowhere may be worded any way); read only when needed
+    scored: list[str] = []
     found: list[str] = []
     seen_results: list[str] = []
     for call in agent_calls(spans):
@@ -123,6 +129,10 @@ def unseen_gold_arguments(spans: Iterable[Span], task: Task) -> list[str]:
             core = _norm(value).strip(_EDGES)
             if not core or any(_contains(text, core) for text in readable):
                 continue
+            if checked is None:
+                scored = scored or _scored_texts(task)
+                if not any(_contains(text, core) for text in scored):
+                    continue
             quoted = value if len(value) <= _SHOWN_MAX else value[: _SHOWN_MAX - 1] + "…"
             found.append(f"{call.tool}({name}={quoted!r})")
         if call.result is not None:
@@ -130,5 +140,19 @@ def unseen_gold_arguments(spans: Iterable[Span], task: Task) -> list[str]:
     return found
 
 
+def _scored_texts(task: Task) -> list[str]:
+    """The strings a task's expectations hold (expected results, predicate values)."""
+    expected = task.model_dump(
+        mode="json",
+        include={
+            "turns": {"__all__": {"invocation", "outcome"}},
+            "invocation": True,
+            "outcome": True,
+        },
+    )
+    return [_norm(text) for text in _strings(expected)] or [""]
+
+
 def _contains(text: str, core: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(core)}(?!\w)", text) is not None
+    # the substring test first: the word-boundary search runs only where it can match
+    return core in text and re.search(rf"(?<!\w){re.escape(core)}(?!\w)", text) is not None

@@ -25,9 +25,20 @@ def _result(value: Any) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": json.dumps(value)}], "isError": False}
 
 
-def _bfcl_task() -> Task:
-    metadata = {"bfcl_ground_truth": [["sort(...)"]]}  # the gold is replayed, every argument
-    return make_task("").model_copy(update={"instruction": "", "metadata": metadata})
+GOLD = "Initial report content More unsorted data Unsorted data"
+
+
+def _bfcl_task(state: str = GOLD) -> Task:
+    """An imported BFCL task: the gold is replayed (every argument), and the state check after
+    it holds the tweet `state` (BFCL scores states and results, not arguments)."""
+    task = make_task(
+        "[tasks.outcome]\n"
+        'probes = [{ id = "state", upstream = "bfcl", tool = "_bfcl_state" }]\n'
+        'predicates = [{ probe = "state", path = "$.TwitterAPI.tweets", op = "eq",'
+        f' value = {{ content = "{state}" }} }}]\n'
+    )
+    metadata = {"bfcl_ground_truth": [["sort(...)"]]}
+    return task.model_copy(update={"instruction": "", "metadata": metadata})
 
 
 def _base_4(tweet: str, later_result: str | None = None) -> list[dict[str, Any]]:
@@ -54,15 +65,17 @@ def _base_4(tweet: str, later_result: str | None = None) -> list[dict[str, Any]]
 
 
 def test_a_gold_text_no_call_returns_is_flagged_and_derivable_ones_are_not() -> None:
-    gold = "Initial report content More unsorted data Unsorted data"
+    gold = GOLD
     assert unseen_gold_arguments(_base_4(gold), _bfcl_task()) == [f"post_tweet(content={gold!r})"]
     # the text sort returned, the file name ls listed, the tag and the mention (from "tag 'x'"
     # and "mention Julia") are all derivable
     assert unseen_gold_arguments(_base_4(REPORT), _bfcl_task()) == []
+    # a text the scored state does not hold may be worded any way: not a defect
+    assert unseen_gold_arguments(_base_4(gold), _bfcl_task(state="something else")) == []
 
 
 def test_only_what_came_before_the_call_counts() -> None:
-    gold = "Initial report content More unsorted data Unsorted data"
+    gold = GOLD
     # a result after the call does not make it derivable
     found = unseen_gold_arguments(_base_4(gold, later_result=gold), _bfcl_task())
     assert f"post_tweet(content={gold!r})" in found
