@@ -19,6 +19,7 @@ from .repeats import (
     pass_at_k,
     pass_hat_k,
 )
+from .robustness import Robustness
 from .statistics import StatisticName
 from .suite import Suite, suite_version
 from .types import ComponentScore
@@ -197,6 +198,8 @@ class Scorecard(_Model):
     flags: dict[str, int]
     agreement: list[Agreement]
     runs: list[RunRecord]
+    # replay and faults (docs/replay.md, "Robustness"): only when the experiment had them
+    robustness: Robustness | None = None
 
     def summary(self, component: str) -> ComponentSummary | None:
         """The per-component summary, if that component was scored."""

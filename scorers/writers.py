@@ -34,6 +34,8 @@ def to_json(scorecard: Scorecard, base_url: str | None = None) -> bytes:
     """Scorecard JSON (schema in docs/scorecards.md), indented for diffs; each run with its
     verdict, first failure and viewer URL."""
     document = scorecard.model_dump(mode="json")
+    if document.get("robustness") is None:  # only an experiment with replay or faults has it
+        document.pop("robustness", None)
     for run, record in zip(document["runs"], scorecard.runs, strict=True):
         run["verdict"] = record.verdict
         run["first_failure"] = record.first_failure()
@@ -285,6 +287,8 @@ def to_markdown(scorecard: Scorecard, base_url: str | None = None) -> str:
         lines += [f"| {_md(flag)} | {count} |" for flag, count in card.flags.items()]
     else:
         lines.append("No flags.")
+    if card.robustness is not None:
+        lines += _robustness_markdown(card)
     if card.agreement:
         lines += [
             "",
@@ -295,3 +299,23 @@ def to_markdown(scorecard: Scorecard, base_url: str | None = None) -> str:
         ]
         lines += [f"| {_md(a.scorer)} | {a.n} | {a.rate:.0%} |" for a in card.agreement]
     return "\n".join(lines) + "\n"
+
+
+def _robustness_markdown(card: Scorecard) -> list[str]:
+    """Replay and faults: one line each, then the faulted trials per task (docs/replay.md)."""
+    assert card.robustness is not None
+    lines = ["", "#### Robustness (replay, faults)", ""]
+    lines += [f"- {_md(line)}" for line in card.robustness.lines()]
+    faulted = [t for t in card.robustness.tasks if t.faulted_runs]
+    if faulted:
+        lines += [
+            "",
+            "| task | trials | faulted | recovered | faulted, outcome passed |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {_md(t.task_id)} | {t.runs} | {t.faulted_runs} | {t.recovered_runs} | "
+            f"{t.faulted_outcome_passed} |"
+            for t in faulted
+        ]
+    return lines

@@ -29,6 +29,7 @@ from tracecard.server.evaluation.tool_lists import check_suite_tools
 from tracecard.server.evaluation.turns import next_turn
 from tracecard.server.evaluation.views import comparison_view, config_names, with_drift
 from tracecard.server.faults import FaultPlan, check_faults
+from tracecard.server.faults.robustness import with_robustness
 from tracecard.server.replay import ReplayPlan, check_replay, start_faults, start_replay
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunError, get_run, model_kinds, run_urls, run_view
@@ -238,6 +239,8 @@ class ExperimentController(Controller):
             raise HTTPException(status_code=404, detail=f"no such experiment file {filename!r}")
         await runtime.flush()
         card = await _thread(scorecard_for, runtime.store, experiment_id)
+        if fmt in ("json", "md"):  # replay and faults: the robustness section (docs/replay.md)
+            card = await _thread(with_robustness, runtime.store, card)
         writers = {
             "json": (to_json, "application/json"),
             "csv": (to_csv, "text/csv; charset=utf-8"),

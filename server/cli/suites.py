@@ -149,7 +149,10 @@ def _compare(args: argparse.Namespace) -> int:
         view = with_drift(view, experiment_drift(store, [a, b]), args.allow_drift)
         view = with_trials_needed(view, store, a, b)  # when undecided (#23)
         name_a, name_b = config_names(store, a, b)
+        robust = _robustness(store, {"a": a, "b": b})  # replay, faults (docs/replay.md)
     view = {**view, "a_config": name_a, "b_config": name_b}
+    if robust:
+        view["robustness"] = {side: found.model_dump(mode="json") for side, found in robust.items()}
     verdict = view["verdict"]
     if verdict is None:  # drifted tool definitions: no verdict without --allow-drift
         if args.json:
@@ -169,9 +172,26 @@ def _compare(args: argparse.Namespace) -> int:
     print(f"A {name_a}: experiment {a} · B {name_b}: experiment {b}")
     if (more := trials_line(view)) is not None:
         print(more)
+    for side, found in robust.items():
+        name = name_a if side == "a" else name_b
+        for line in found.lines():
+            print(f"{side.upper()} {name}: {line}")
     if code:
         print(f"compare failed: verdict {verdict!r} with --fail-on {args.fail_on}")
     return code
+
+
+def _robustness(store: Any, experiments: dict[str, str]) -> dict[str, Any]:
+    """Each side's robustness section, for the sides that ran under replay or faults."""
+    from tracecard.server.faults.robustness import experiment_robustness
+    from tracecard.traces import queries
+
+    found = {}
+    for side, experiment_id in experiments.items():
+        row = queries.get_experiment(store, experiment_id)
+        if row is not None and row.environment:
+            found[side] = experiment_robustness(store, row)
+    return found
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -184,6 +204,10 @@ def _export(args: argparse.Namespace) -> int:
     settings = read_settings(args)
     with existing_store(settings) as store:
         card = scorecard_for(store, resolve_experiment(store, args.experiment))
+        if args.format in ("json", "md"):  # replay and faults (docs/replay.md)
+            from tracecard.server.faults.robustness import with_robustness
+
+            card = with_robustness(store, card)
     base_url = args.base_url or settings.base_url
     from tracecard import scorers
 

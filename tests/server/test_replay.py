@@ -231,7 +231,9 @@ def test_an_unknown_cassette_version_is_a_one_line_error(
     assert "cassette version 99; this tracecard reads version 1" in errors[0]
 
 
-async def test_a_fault_plan_over_a_replay_breaks_the_recorded_answers(world: World) -> None:
+async def test_a_fault_plan_over_a_replay_breaks_the_recorded_answers(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Replay and faults in one experiment: a replacing fault answers instead of the recording
     (whose answer then waits for a retry), a changing fault changes the recorded answer; no
     upstream sees a request, and the robustness report counts the faults as for a live run."""
@@ -267,6 +269,35 @@ async def test_a_fault_plan_over_a_replay_breaks_the_recorded_answers(world: Wor
         assert set(client.get_experiment(experiment)["environment"]) == {"replay", "faults"}
         kinds = {k["kind"]: k["faulted_calls"] for k in client.robustness(experiment)["kinds"]}
     assert kinds == {"tool_error": 1, "corrupt": 1, "truncate": 1}
+    # the scorecard's robustness section (JSON, Markdown) and tracecard compare say the same
+    base = f"{world.server.url}/api/experiments/{experiment}"
+    section = httpx.get(f"{base}/scorecard.json", timeout=30).json()["robustness"]
+    assert section["replay"]["source"] == world.source and section["replay"]["missed"] == 0
+    assert section["replay"]["recorded"] > 0 and section["faults"]["seed"] == 7
+    assert {k["kind"]: k["recovered_runs"] for k in section["kinds"]} == {
+        "corrupt": 0,
+        "tool_error": 0,
+        "truncate": 0,
+    }
+    line = "after tool_error the agent recovered in 0/1 trials (0/1 faulted calls)"
+    assert line in httpx.get(f"{base}/scorecard.md", timeout=30).text
+    source_card = httpx.get(
+        f"{world.server.url}/api/experiments/{world.source}/scorecard.json", timeout=30
+    ).json()
+    assert "robustness" not in source_card  # a plain experiment's scorecard is as it was
+    page = httpx.get(f"{world.server.url}/runs/{next(iter(finished))}", timeout=30).text
+    assert f'href="/experiments/{world.source}"' in page and ">replayed · tools</a>" in page
+    assert ">faults · seed 7 · 3 rules</span>" in page  # the trace page's chips
+    with TracecardClient(world.server.url) as client:
+        plain_run = client.get_experiment(world.source)["runs"][0]["id"]
+    plain = httpx.get(f"{world.server.url}/runs/{plain_run}", timeout=30).text
+    assert "env-replay" not in plain and "env-faults" not in plain
+    code, out, err = _tracecard(capsys, "compare", world.source, experiment, "--db", str(world.db))
+    assert code == 0, err
+    robust = [x for x in out.splitlines() if x.startswith("B scripted")]
+    assert any(x.endswith(f": {line}") for x in robust), out
+    assert any(f": replayed from {world.source} (tools)" in x for x in robust), out
+    assert not any(x.startswith("A ") and "recovered" in x for x in out.splitlines())
 
 
 async def test_a_restarted_server_keeps_replaying_the_open_runs(world: World) -> None:

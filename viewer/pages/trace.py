@@ -20,6 +20,7 @@ from tracecard.traces.verdicts import add_verdict, agreement_rates, verdicts_for
 from tracecard.viewer import csrf
 from tracecard.viewer.citing import citations
 from tracecard.viewer.conversation import annotate_lines, build_model_view, has_model_spans
+from tracecard.viewer.environment_chips import environment_chips
 from tracecard.viewer.evidence import component_evidence
 from tracecard.viewer.payloads import clock, payload, span_event
 from tracecard.viewer.rendering import duration, html_response, page_response, render_html
@@ -105,6 +106,7 @@ def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]
         "task": task_view(task) if task is not None else None,
         "audit": task_audit(store, run) if task is not None else None,  # the baselines' findings
         "run": run,
+        "environment": environment_chips(store, run),  # replayed, faulted (docs/replay.md)
         "trace": trace,
         "rows": waterfall_rows(run.id, trace.lines, trace.start_ns, trace.end_ns),
         "scores": scores,
