@@ -3,9 +3,11 @@ which request under `exact`, `sequence` and `ignore-args`, with `ignore` paths; 
 
 from __future__ import annotations
 
+from tracecard.server.recording.redaction import Redactor
 from tracecard.server.replay.index import Miss, Recorded, UpstreamIndex
 from tracecard.server.replay.keys import RequestKey, drop_paths, mcp_key
 from tracecard.server.replay.plan import MatchMode, UpstreamReplay
+from tracecard.server.settings import RecordingSettings
 
 
 def _key(tool: str, ignore: list[str] | None = None, **arguments: object) -> RequestKey:
@@ -59,3 +61,25 @@ def test_ignore_paths_drop_values_at_any_depth_and_keep_the_rest() -> None:
     dropped = drop_paths(document, ["$.arguments.ts", "$.arguments.items[0].id", "$.nope.x"])
     assert dropped == {"arguments": {"items": [{"n": 2}], "keep": True}}
     assert document["arguments"]["ts"] == 5  # the caller's value is untouched
+
+
+def test_a_redacted_argument_across_databases() -> None:
+    """A cassette recorded under one database's fingerprint key, replayed under another's
+    (docs/replay.md, "Cassettes"): a secret the agent brings itself fingerprints differently
+    and misses; a fingerprint the replay handed the agent, sent back, matches; `ignore` on the
+    path matches whatever was sent."""
+    recording, replaying = (Redactor(RecordingSettings(), key) for key in (b"a" * 32, b"b" * 32))
+
+    def key(redactor: Redactor, ignore: list[str], **arguments: object) -> RequestKey:
+        return _key("login", ignore, **redactor.value(arguments))
+
+    for ignore, brought, echoed in (
+        ([], "miss:not record", "s1"),
+        (["$.arguments.access_token"], "s1", "s1"),
+    ):
+        fingerprint = recording.value({"access_token": "t0ken"})["access_token"]
+        for sent, expected in (("t0ken", brought), (fingerprint, echoed)):
+            recorded = Recorded(key(recording, ignore, user="u", access_token="t0ken"), "s1", {})
+            index = UpstreamIndex(UpstreamReplay(ignore=ignore), [recorded])
+            found = index.take(key(replaying, ignore, user="u", access_token=sent))
+            assert _span(found) == expected, (ignore, sent)
