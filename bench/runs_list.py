@@ -148,20 +148,29 @@ def timed(call: Callable[[], Any], repeat: int) -> dict[str, float]:
     }
 
 
-def _database(kind: str, directory: str) -> tuple[str, Callable[[], None]]:
+def _database(kind: str, directory: str, keep: str | None) -> tuple[str, Callable[[], None], bool]:
+    """(url, drop, loaded already?): SQLite in `directory` (or the file `keep`); a fresh
+    PostgreSQL database, or the database named `keep`, kept for the next run."""
     if kind == "sqlite":
-        return f"sqlite:///{directory}/bench.db", lambda: None
+        if keep is not None:
+            return f"sqlite:///{keep}", lambda: None, Path(keep).exists()
+        return f"sqlite:///{directory}/bench.db", lambda: None, False
     import psycopg
 
-    name = f"tc_bench_{os.getpid()}"
+    name = keep or f"tc_bench_{os.getpid()}"
+    base = PG_ADMIN.rsplit("/", 1)[0]
     with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+        found = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if found is None:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    if keep is not None:
+        return f"{base}/{name}", lambda: None, found is not None
 
     def drop() -> None:
         with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
-    return f"{PG_ADMIN.rsplit('/', 1)[0]}/{name}", drop
+    return f"{base}/{name}", drop, False
 
 
 def main() -> None:
@@ -169,14 +178,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
-    parser.add_argument("--keep", help="SQLite file to build once and reuse (skips loading)")
+    parser.add_argument(
+        "--keep",
+        help="SQLite file, or PostgreSQL database name, to build once and reuse (skips loading)",
+    )
     options = parser.parse_args()
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as directory:
-        url, drop = _database(options.db, directory)
-        reuse = options.keep is not None and Path(options.keep).exists()
-        if options.keep is not None:
-            url = f"sqlite:///{options.keep}"
+        url, drop, reuse = _database(options.db, directory, options.keep)
         try:
             store = Store(url)
             store.create_schema()

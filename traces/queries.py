@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
-from sqlalchemy import case, false, func, select
+from sqlalchemy import BigInteger, String, case, cast, false, func, select, type_coerce
 
 from tracecard.traces import semconv
-from tracecard.traces.models import ExperimentRow, RunRow, ScoreRow, SpanRow, SuiteRow
+from tracecard.traces.models import U64, ExperimentRow, RunRow, ScoreRow, SpanRow, SuiteRow
 from tracecard.traces.store import Store
 
 __all__ = [
@@ -182,9 +181,10 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
 
     The shape is the JSON API's, but `attributes` holds only the columns copied out of them
     (tool name, error type, role) plus `tracecard.evidence` of role-less spans (the waterfall
-    marks agent-reported spans), and `resource` only `service.name`: the waterfall needs no
-    arguments or results, and not parsing them is what keeps a 5,000-span trace page fast.
-    Details are fetched per span on demand.
+    marks agent-reported spans), `resource` only `service.name`, and `events` only on spans
+    that have some (the waterfall ticks them on every bar): the waterfall needs no arguments or
+    results, and not parsing them is what keeps a 5,000-span trace page fast. Details are
+    fetched per span on demand.
     """
     spans: Any = SpanRow
     columns = (
@@ -194,8 +194,10 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
         spans.run_id,
         spans.name,
         spans.kind,
-        spans.start_ns,
-        spans.end_ns,
+        # plain integers: the wrapped (year 2262+) values are unwrapped below, without a
+        # TypeDecorator call per value
+        type_coerce(spans.start_ns, BigInteger),
+        type_coerce(spans.end_ns, BigInteger),
         spans.status_code,
         spans.status_message,
         spans.tool_name,
@@ -203,47 +205,59 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
         spans.role,
         # Columns stored after the payloads are read only when needed: a proxy span (it has a
         # role) never makes SQLite walk past its arguments and result to reach `resource`.
-        case((spans.role.is_(None), spans.resource["service.name"].as_string()), else_=None).label(
-            "service"
-        ),
+        case((spans.role.is_(None), spans.resource["service.name"].as_string()), else_=None),
         # only a role-less span can be agent-reported (ingest drops a claimed role)
-        case(
-            (spans.role.is_(None), spans.attributes[semconv.EVIDENCE].as_string()), else_=None
-        ).label("evidence"),
+        case((spans.role.is_(None), spans.attributes[semconv.EVIDENCE].as_string()), else_=None),
+        # most spans have no events: only those that have some are parsed
+        case((cast(spans.events, String) != "[]", spans.events), else_=None),
     )
     # The agent's own OTLP spans join by trace id when they name no run. Two indexed queries:
     # an OR of both conditions makes SQLite read every row twice and sort out duplicates.
     by_run = select(*columns).where(spans.run_id == run.id)
     by_trace = select(*columns).where(spans.trace_id == run.trace_id, spans.run_id.is_(None))
     with store.engine.connect() as connection:
-        rows = {row.span_id: row for row in connection.execute(by_run).all()}
-        for row in connection.execute(by_trace).all():
-            rows.setdefault(row.span_id, row)
+        rows = {row[0]: tuple(row) for row in connection.execute(by_run)}
+        for row in connection.execute(by_trace):
+            rows.setdefault(row[0], tuple(row))
     outline = []
-    for row in sorted(rows.values(), key=attrgetter("start_ns", "span_id")):
-        attributes = {
-            key: value
-            for key, value in (
-                (semconv.GEN_AI_TOOL_NAME, row.tool_name),
-                (semconv.ERROR_TYPE, row.error_type),
-                (semconv.ROLE, row.role),
-                (semconv.EVIDENCE, row.evidence),
-            )
-            if value is not None
+    tool_key, error_key, role_key = semconv.GEN_AI_TOOL_NAME, semconv.ERROR_TYPE, semconv.ROLE
+    evidence_key = semconv.EVIDENCE
+    for (
+        span_id, trace_id, parent, run_id, name, kind, start, end, code, message,
+        tool, error, role, service, evidence, events,
+    ) in rows.values():  # fmt: skip
+        attributes = {}
+        if tool is not None:
+            attributes[tool_key] = tool
+        if error is not None:
+            attributes[error_key] = error
+        if role is not None:
+            attributes[role_key] = role
+        if evidence is not None:
+            attributes[evidence_key] = evidence
+        if start < 0:
+            start += U64
+        if end is not None and end < 0:
+            end += U64
+        span: dict[str, Any] = {
+            "trace_id": trace_id,
+            "span_id": span_id,
+            "parent_span_id": parent,
+            "run_id": run_id,
+            "name": name,
+            "kind": kind,
+            "start_time_unix_nano": start,
+            "end_time_unix_nano": end,
+            "status": {"code": code, "message": message},
+            "attributes": attributes,
+            "resource": {"service.name": service} if service is not None else {},
         }
-        outline.append(
-            {
-                "trace_id": row.trace_id,
-                "span_id": row.span_id,
-                "parent_span_id": row.parent_span_id,
-                "run_id": row.run_id,
-                "name": row.name,
-                "kind": row.kind,
-                "start_time_unix_nano": row.start_ns,
-                "end_time_unix_nano": row.end_ns,
-                "status": {"code": row.status_code, "message": row.status_message},
-                "attributes": attributes,
-                "resource": {"service.name": row.service} if row.service is not None else {},
-            }
-        )
+        if events:
+            span["events"] = events
+        outline.append(span)
+    outline.sort(key=_start_order)
     return outline
+
+
+def _start_order(span: dict[str, Any]) -> tuple[int, str]:
+    return span["start_time_unix_nano"], span["span_id"]

@@ -120,17 +120,15 @@ def status_word(code: Any) -> str:
     return STATUS_WORDS.get(code, f"code {code}") if isinstance(code, int) else "unset"
 
 
-def mark_events(lines: Iterable[SpanLine], spans: Iterable[dict[str, Any]]) -> None:
-    """Put the events of the spans read in full on their rows (the outline has none)."""
-    by_id = {str(s.get("span_id")): s for s in spans if s.get("events")}
-    for line in lines:
-        span = by_id.get(line.span_id)
-        if span is not None:
-            line.events = [
-                (int(e.get("time_unix_nano") or 0), str(e.get("name") or "event"))
-                for e in span["events"]
-                if isinstance(e, dict)
-            ]
+def _event_marks(events: Any) -> list[tuple[int, str]]:
+    """(time, name) of a span's events, for the ticks on its bar."""
+    if not events:
+        return []
+    return [
+        (int(e.get("time_unix_nano") or 0), str(e.get("name") or "event"))
+        for e in events
+        if isinstance(e, dict)
+    ]
 
 
 def span_error(span: dict[str, Any]) -> str | None:
@@ -266,6 +264,7 @@ def build_trace(spans: Sequence[dict[str, Any]], scores: Iterable[ScoreRow]) -> 
             source=span_source(span) if span.get("resource") else None,
             turn_user=_turn_user(span, attributes) if sc.TURN_INDEX in attributes else None,
             reported=attributes.get(sc.EVIDENCE) == sc.EVIDENCE_AGENT_REPORTED,
+            events=_event_marks(span.get("events")),
         )
         lines.append(line)
         by_id[line.span_id] = line

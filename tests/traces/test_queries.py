@@ -98,3 +98,31 @@ def test_trace_outline_carries_the_agent_reported_mark_only(store: Store) -> Non
     assert not any(
         "tracecard.evidence" in s["attributes"] for k, s in outline.items() if k != "c" * 16
     )
+
+
+def test_trace_outline_carries_events_only_where_a_span_has_some(store: Store) -> None:
+    """Every bar of the waterfall ticks its span's events: the outline reads them (and only
+    for spans that have some), with times as recorded, a wrapped year-2262+ time included."""
+    night = build_night(store)
+    run = store.get_run(night.runs[("last-night", "refund-order", 0)])
+    assert run is not None
+    late = 2**63 + 5  # stored wrapped to a negative BIGINT
+    ticked = {
+        "trace_id": run.trace_id,
+        "span_id": "e" * 16,
+        "parent_span_id": run.root_span_id,
+        "name": "agent step",
+        "start_time_unix_nano": late,
+        "end_time_unix_nano": late + 10,
+        "events": [{"name": "retry", "time_unix_nano": late + 4, "attributes": {"n": 1}}],
+    }
+    store.insert_spans([ticked])
+    outline = {s["span_id"]: s for s in queries.trace_outline(store, run)}
+    span = outline["e" * 16]
+    assert span["start_time_unix_nano"] == late and span["end_time_unix_nano"] == late + 10
+    assert [(e["name"], e["time_unix_nano"]) for e in span["events"]] == [("retry", late + 4)]
+    assert list(outline)[-1] == "e" * 16  # ordered by its true time
+    full = {s["span_id"]: s for s in store.spans_for_run(run.id)}
+    for span_id, found in outline.items():
+        if span_id != "e" * 16:
+            assert found.get("events", []) == (full[span_id].get("events") or []), span_id

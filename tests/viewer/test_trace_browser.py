@@ -6,6 +6,7 @@ test's tmp path for review."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -184,7 +185,7 @@ def test_read_a_live_run_while_it_grows(live_tracecard: RunningServer, watched: 
     watched.shot("live-run-growing")
 
     live_requests: list[str] = []
-    page.on("request", lambda r: live_requests.append(r.url) if r.url.endswith("/live") else None)
+    page.on("request", lambda r: live_requests.append(r.url) if "/live" in r.url else None)
     finished = httpx.post(f"{base}/api/runs/{run['id']}/finish", json={"final_answer": "42"})
     assert finished.status_code == 200, finished.text
     page.locator(".live-dot").wait_for(state="detached", timeout=10_000)
@@ -193,6 +194,59 @@ def test_read_a_live_run_while_it_grows(live_tracecard: RunningServer, watched: 
     assert len(live_requests) == seen, live_requests
     assert row.locator(":scope > details").evaluate("d => d.open") is True
     watched.shot("live-run-ended")
+    watched.clean()
+
+
+def _otlp_spans(run: dict[str, Any], count: int, ticked: int) -> dict[str, Any]:
+    """OTLP JSON of `count` agent spans in the run's trace, a millisecond apart; span `ticked`
+    carries an event halfway through it."""
+    t0 = time.time_ns()
+    spans = []
+    for n in range(count):
+        start = t0 + n * 1_000_000
+        span: dict[str, Any] = {
+            "traceId": run["trace_id"],
+            "spanId": f"{n + 1:016x}",
+            "parentSpanId": run["root_span_id"],
+            "name": f"agent step {n}",
+            "kind": 1,
+            "startTimeUnixNano": str(start),
+            "endTimeUnixNano": str(start + 800_000),
+        }
+        if n == ticked:
+            span["events"] = [{"name": "retry", "timeUnixNano": str(start + 400_000)}]
+        spans.append(span)
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "long-agent"}}]}
+    return {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": spans}]}]}
+
+
+def test_a_long_live_waterfall_loads_its_rows_on_demand(
+    live_tracecard: RunningServer, watched: Watched
+) -> None:
+    """A live run of 700 spans: the page renders the first 300 rows; scrolling to the end
+    loads the next ones, and the live refresh keeps them; a permalink to a later span loads the
+    rows through it and opens it; an event of a span the page never read in full is ticked on
+    its bar."""
+    page, base = watched.page, live_tracecard.url
+    run = new_run(base, config={"name": "long-agent"})
+    sent = httpx.post(f"{base}/v1/traces", json=_otlp_spans(run, 700, 650), timeout=30)
+    assert sent.status_code == 200, sent.text
+    page.goto(f"{base}/runs/{run['id']}")
+    page.evaluate(SWAPS)
+    assert page.locator("li.span").count() == 300  # and the root? it has no span of its own
+    page.locator("#more-rows").scroll_into_view_if_needed()
+    page.wait_for_function("() => document.querySelectorAll('li.span').length === 600")
+    page.wait_for_function("() => window.__swaps >= 2", timeout=15_000)  # two live refreshes
+    assert page.locator("li.span").count() == 600  # the rows loaded stay
+    late = f"{651:016x}"  # span 650
+    page.evaluate(f"location.hash = '#span-{late}'")
+    row = page.locator(f"#span-{late}")
+    row.locator(".detail dl.facts").wait_for()  # opened, its detail loaded
+    assert row.locator(":scope > details").evaluate("d => d.open") is True
+    assert row.locator("svg.bar line.evt").count() == 1  # its event, on its bar
+    assert page.locator("li.span").count() == 700
+    assert page.locator("#more-rows").count() == 0
+    watched.shot("long-waterfall-permalink")
     watched.clean()
 
 

@@ -19,7 +19,12 @@ from tracecard.traces.store import Store
 from tracecard.traces.verdicts import add_verdict, agreement_rates, verdicts_for_runs
 from tracecard.viewer import csrf
 from tracecard.viewer.citing import citations
-from tracecard.viewer.conversation import annotate_lines, build_model_view, has_model_spans
+from tracecard.viewer.conversation import (
+    ModelView,
+    annotate_lines,
+    build_model_view,
+    has_model_spans,
+)
 from tracecard.viewer.environment_chips import environment_chips
 from tracecard.viewer.evidence import component_evidence
 from tracecard.viewer.payloads import clock, payload, span_event
@@ -29,9 +34,9 @@ from tracecard.viewer.story import arguments_reader, build_story, spans_by_id
 from tracecard.viewer.suite_audit import task_audit
 from tracecard.viewer.task_view import run_task, task_view
 from tracecard.viewer.trace_view import (
+    TraceView,
     build_trace,
     cited_span_ids,
-    mark_events,
     span_error,
     status_word,
 )
@@ -49,7 +54,10 @@ CALL_PAYLOADS: Final = (
 )
 MAX_NOTE: Final = 4000
 STOP_POLLING: Final = 286  # htmx stops an `every` trigger on this status (and still swaps)
-MAX_CITED: Final = 200  # cited calls read for the invocation tables' observed arguments
+MAX_CITED: Final = 200
+# A long waterfall renders this many rows with the page, then this many more per request
+# (`/runs/{id}/rows`, on scrolling to its end or following a permalink to a later span).
+WATERFALL_ROWS: Final = 300  # cited calls read for the invocation tables' observed arguments
 
 
 def _run(store: Store, run_id: str) -> RunRow:
@@ -72,20 +80,42 @@ def _with_turns(store: Store, spans: list[dict[str, Any]]) -> list[dict[str, Any
     return spans
 
 
-def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]:
-    run = _run(store, run_id)
+def _rows_wanted(value: str | None, total: int) -> int:
+    """How many waterfall rows to render: the first WATERFALL_ROWS, or as many as the page
+    already shows (`rows`, sent by the live refresh: rows a person loaded stay)."""
+    asked = int(value) if value is not None and value.isdigit() else 0
+    return min(total, max(WATERFALL_ROWS, asked))
+
+
+def _scores(store: Store, run_id: str) -> list[ScoreRow]:
+    found = store.scores_for_runs([run_id]).get(run_id, [])
+    return sorted(found, key=lambda s: component_key(s.component))
+
+
+def _waterfall(
+    store: Store, run: RunRow, scores: list[ScoreRow]
+) -> tuple[list[dict[str, Any]], TraceView, list[dict[str, Any]] | None, ModelView | None]:
+    """The outline, its waterfall model with evidence and model chips, and (when the run has
+    model spans) its spans in full and the model view."""
     spans = _with_turns(store, queries.trace_outline(store, run))
-    scores = sorted(
-        store.scores_for_runs([run_id]).get(run_id, []), key=lambda s: component_key(s.component)
-    )
-    verdicts = verdicts_for_runs(store, [run_id]).get(run_id, [])
-    agreement = agreement_rates(store, run.experiment_id)
     trace = build_trace(spans, scores)
     # the model side needs payloads (messages, requested calls): read them only when present
-    full = store.spans_for_run(run_id) if has_model_spans(spans) else None
+    full = store.spans_for_run(run.id) if has_model_spans(spans) else None
     model = build_model_view(full) if full is not None else None
     if model is not None:
         annotate_lines(trace.lines, model)
+    return spans, trace, full, model
+
+
+def _trace_context(
+    store: Store, run_id: str, csrf_token: str, rows_shown: str | None = None
+) -> dict[str, Any]:
+    run = _run(store, run_id)
+    scores = _scores(store, run_id)
+    verdicts = verdicts_for_runs(store, [run_id]).get(run_id, [])
+    agreement = agreement_rates(store, run.experiment_id)
+    spans, trace, full, model = _waterfall(store, run, scores)
+    shown = _rows_wanted(rows_shown, len(trace.lines))
     task = run_task(store, run)
     story = build_story(store, run, spans, full, model)
     # the calls the invocation evidence cites that the story did not read: one query, bounded
@@ -98,7 +128,6 @@ def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]
     ][:MAX_CITED]
     known = {**story.spans, **{s["span_id"]: s for s in spans_by_id(store, cited)}}
     arguments_of = arguments_reader(known)
-    mark_events(trace.lines, story.spans.values())
     return {
         "model": model,
         "story": story,
@@ -108,7 +137,8 @@ def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]
         "run": run,
         "environment": environment_chips(store, run),  # replayed, faulted (docs/replay.md)
         "trace": trace,
-        "rows": waterfall_rows(run.id, trace.lines, trace.start_ns, trace.end_ns),
+        "rows": waterfall_rows(run.id, trace.lines[:shown], trace.start_ns, trace.end_ns),
+        "rows_shown": shown,
         "scores": scores,
         # the same verdict and first reason as the runs list: "finished" alone read as a pass
         "verdict": run_verdict(run.status, scores),
@@ -124,6 +154,24 @@ def _trace_context(store: Store, run_id: str, csrf_token: str) -> dict[str, Any]
 
 def _trace_html(store: Store, run_id: str, template: str, csrf_token: str) -> str:
     return render_html(template, **_trace_context(store, run_id, csrf_token))
+
+
+def _rows_html(store: Store, run_id: str, start: int, until: str | None) -> str:
+    """The waterfall's rows from `start`: WATERFALL_ROWS of them, or through span `until`
+    (a permalink to a span not shown yet), then the "more" row for the rest."""
+    run = _run(store, run_id)
+    _spans, trace, _full, _model = _waterfall(store, run, _scores(store, run_id))
+    lines = trace.lines
+    start = max(0, min(start, len(lines)))
+    end = start + WATERFALL_ROWS
+    if until:
+        index = next((i for i, line in enumerate(lines) if line.span_id == until), -1)
+        end = max(end, index + 1 + WATERFALL_ROWS // 2)
+    end = min(end, len(lines))
+    rows = waterfall_rows(run.id, lines[start:end], trace.start_ns, trace.end_ns)
+    return render_html(
+        "_waterfall_more.html", run=run, rows=rows, rows_shown=end, trace=trace, oob=True
+    )
 
 
 def _with_cookie(response: Response[str], set_cookie: str | None) -> Response[str]:
@@ -226,11 +274,21 @@ class TracePages(Controller):
         page; once the run has ended it answers 286, which stops htmx's polling."""
         runtime = runtime_of(state)
         token, set_cookie = csrf.form_token(request, runtime.csrf_key)
-        context = await in_thread(_trace_context, runtime.store, run_id, token)
+        shown = request.query_params.get("rows")
+        context = await in_thread(_trace_context, runtime.store, run_id, token, shown)
         response = html_response(render_html("_trace_body.html", **context))
         if not context["live"]:
             response.status_code = STOP_POLLING
         return _with_cookie(response, set_cookie)
+
+    @get("/rows")
+    async def rows(
+        self, state: State, run_id: str, start: int = 0, until: str | None = None
+    ) -> Response[str]:
+        """The next rows of a long waterfall (only the first WATERFALL_ROWS come with the
+        page); `until`: at least through that span."""
+        store = runtime_of(state).store
+        return html_response(await in_thread(_rows_html, store, run_id, start, until))
 
     @get("/spans/{span_id:str}")
     async def span_detail(self, state: State, run_id: str, span_id: str) -> Response[str]:

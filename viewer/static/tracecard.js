@@ -19,17 +19,30 @@
   }
   document.addEventListener("htmx:afterSwap", function (event) {
     const target = event.detail && event.detail.target;
-    if (target && target.id !== "trace-body" && target.closest && target.closest("#trace-body")) {
+    // (more waterfall rows are not "loaded content": the live refresh keeps updating them)
+    if (target && target.id !== "trace-body" && !target.matches("li") &&
+        target.closest && target.closest("#trace-body")) {
       target.setAttribute("data-loaded", "");
     }
   });
 
   // --- permalinks: #span-… opens, highlights and scrolls to the span ------------------------
-  function openTarget() {
+  let seeking = null; // a permalinked span not on the page yet: opened once rows bring it
+  function openTarget(fetched) {
     const id = decodeURIComponent(location.hash.slice(1));
     if (!id) return;
     const target = document.getElementById(id);
-    if (!target) return;
+    if (!target) {
+      // a span past the rows a long waterfall shows: load the rows through it, then open it
+      const more = document.getElementById("more-rows");
+      if (more && fetched !== true && id.indexOf("span-") === 0 && window.htmx) {
+        seeking = id;
+        const url = more.getAttribute("hx-get") + "&until=" + encodeURIComponent(id.slice(5));
+        window.htmx.ajax("GET", url, { target: more, swap: "outerHTML" });
+      }
+      return;
+    }
+    seeking = null;
     let node = target.tagName === "DETAILS" ? target : target.querySelector(":scope > details");
     if (node && !node.open) node.open = true;
     for (let up = target.parentElement; up; up = up.parentElement) {
@@ -39,12 +52,15 @@
     const summary = target.querySelector(":scope > details > summary");
     if (summary) summary.focus({ preventScroll: true });
   }
-  window.addEventListener("hashchange", openTarget);
-  document.addEventListener("DOMContentLoaded", openTarget);
+  window.addEventListener("hashchange", function () { openTarget(false); });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (seeking && document.getElementById(seeking)) openTarget(true);
+  });
+  document.addEventListener("DOMContentLoaded", function () { openTarget(false); });
   // a link to the span already in the address bar: clicking it again still opens it
   document.addEventListener("click", function (event) {
     const link = event.target.closest && event.target.closest('a[href^="#"]');
-    if (link && link.getAttribute("href") === location.hash) openTarget();
+    if (link && link.getAttribute("href") === location.hash) openTarget(false);
   });
 
   // --- keyboard: j / k between spans, Enter opens (the summary's own behaviour) -------------
