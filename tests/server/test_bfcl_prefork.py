@@ -146,28 +146,38 @@ def test_tracecard_forks_runs_from_the_parent_and_leaves_nothing_behind(tmp_path
     )
     with running_tracecard(settings) as running, TracecardClient(running.url) as client:
         client.add_suite(dump_suite(suite))
-        made = httpx.post(
-            f"{running.url}/api/runs", json={"suite": "bfcl-prefork", "task_id": ENTRY}, timeout=60
-        )
-        assert made.status_code == 201, made.text
-        run = made.json()
-
-        async def tools() -> list[str]:
-            async with httpx2.AsyncClient(timeout=60) as http:
-                transport = streamable_http_client(run["urls"]["bfcl"], http_client=http)
-                async with Client(transport) as session:
-                    return [t.name for t in (await session.list_tools()).tools]
-
-        assert "mkdir" in anyio.run(tools)
         stdio = runtime_of(running).stdio
         assert stdio is not None
-        parent = stdio.pool.warm.preloads.pids()["bfcl"]
-        relay = stdio.pool.describe()["per_run"][f"bfcl/{run['id']}"]
-        assert isinstance(parent, int) and isinstance(relay, int)
-        (server,) = children(parent)  # the run's server: forked by the parent, not started
-        assert Path(f"/proc/{relay}/cmdline").read_bytes().split(b"\0")[1:3] == [
-            b"-m",
-            b"tracecard.server.bfcl.relay",
-        ]
-    # shutdown stops the run's relay, its forked server and the parent: no orphans
-    until(lambda: not any(alive(p) for p in (parent, relay, server)), "every process gone", 30)
+
+        def one_run() -> tuple[int, int, int]:
+            made = httpx.post(
+                f"{running.url}/api/runs",
+                json={"suite": "bfcl-prefork", "task_id": ENTRY},
+                timeout=60,
+            )
+            assert made.status_code == 201, made.text
+            run = made.json()
+
+            async def tools() -> list[str]:
+                async with httpx2.AsyncClient(timeout=60) as http:
+                    transport = streamable_http_client(run["urls"]["bfcl"], http_client=http)
+                    async with Client(transport) as session:
+                        return [t.name for t in (await session.list_tools()).tools]
+
+            assert "mkdir" in anyio.run(tools)
+            parent = stdio.pool.warm.preloads.pids()["bfcl"]
+            relay = stdio.pool.describe()["per_run"][f"bfcl/{run['id']}"]
+            assert isinstance(parent, int) and isinstance(relay, int)
+            assert Path(f"/proc/{relay}/cmdline").read_bytes().split(b"\0")[1:3] == [
+                b"-m",
+                b"tracecard.server.bfcl.relay",
+            ]
+            return parent, relay, until(lambda: children(parent), "the run's forked server")[-1]
+
+        first = one_run()  # the run's server: forked by the parent, not started
+        os.kill(first[0], signal.SIGKILL)  # a parent that died is started again for the next run
+        until(lambda: not alive(first[0]), "the parent gone")
+        second = one_run()
+        assert second[0] != first[0] and alive(first[2])  # the first run's server still serves
+    # shutdown stops the runs' relays, their forked servers and the parents: no orphans
+    until(lambda: not any(alive(p) for p in (*first, *second)), "every process gone", 30)
