@@ -40,7 +40,7 @@ from tracecard.server.credentials import (
     without_own_credentials,
 )
 from tracecard.server.login import TOKEN_COOKIE, login
-from tracecard.server.proxy.routing import match
+from tracecard.server.proxy.routing import ROUTE_KEY, match
 from tracecard.server.settings import LOOPBACK, Settings
 
 LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -78,9 +78,12 @@ class Route(Enum):
     VIEWER = "viewer"  # every other page
 
 
-def route_of(path: str) -> Route:
-    """Which kind of endpoint a path reaches."""
+def route_of(path: str, scope: Scope | None = None) -> Route:
+    """Which kind of endpoint a path reaches (with `scope`: the proxy route is left in it for
+    the router, under `ROUTE_KEY`)."""
     proxied = match(path)
+    if scope is not None:
+        scope[ROUTE_KEY] = proxied
     if proxied is not None:
         return Route.MCP if proxied[0] == "mcp" else Route.HTTP_TOOL
     if path.startswith("/api/"):
@@ -212,7 +215,7 @@ class SecurityGuard:
         request = _Request.scan(scope.get("headers", []), self._form_header)
         method: str = scope["method"]
         path: str = scope["path"]
-        route = route_of(path)
+        route = route_of(path, scope)
         self._check_host(request)
         self._check_origin(request, method)
         policy = self.policy

@@ -19,6 +19,9 @@ from tracecard.server.settings import MODEL_KINDS
 log = logging.getLogger(__name__)
 
 _PREFIXES = ("/mcp/", "/http/", "/llm/", "/runs/")
+# The guard in front matches the path once and leaves the answer in the scope under this key
+# (None: not a proxy path), so the router does not match it again.
+ROUTE_KEY = "tracecard.proxy_route"
 _KINDS = ("mcp", "http", "llm")
 
 
@@ -58,8 +61,14 @@ class ProxyRouter:
     """The ASGI app as served: proxy paths handled here, everything else by `app` (Litestar)."""
 
     def __init__(self, app: Any) -> None:
+        # the handlers, imported once here (not per call; not at import: they import this)
+        from tracecard.server.proxy.http import handle_http
+        from tracecard.server.proxy.llm import handle_llm
+        from tracecard.server.proxy.mcp import handle_mcp
+
         self.app = app
         self._state: ProxyState | None = None
+        self._http, self._llm, self._mcp = handle_http, handle_llm, handle_mcp
 
     def _proxy_state(self) -> ProxyState | None:
         if self._state is None:
@@ -70,7 +79,7 @@ class ProxyRouter:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            route = match(scope["path"])
+            route = scope[ROUTE_KEY] if ROUTE_KEY in scope else match(scope["path"])
             if route is not None:
                 await self._proxy(route, scope, receive, send)
                 return
@@ -79,10 +88,6 @@ class ProxyRouter:
     async def _proxy(
         self, route: tuple[str, str | None, str, str], scope: Scope, receive: Receive, send: Send
     ) -> None:
-        from tracecard.server.proxy.http import handle_http
-        from tracecard.server.proxy.llm import handle_llm
-        from tracecard.server.proxy.mcp import handle_mcp
-
         kind, run_id, name, rest = route
         state = self._proxy_state()
         try:
@@ -99,7 +104,7 @@ class ProxyRouter:
             if (kind == "llm") != (settings.kind in MODEL_KINDS):
                 raise ProxyError(404, _wrong_kind(name, settings.kind))
             if kind == "llm":
-                await handle_llm(state, scope, receive, send, upstream, run_id, rest)
+                await self._llm(state, scope, receive, send, upstream, run_id, rest)
                 return
             if kind == "mcp" and settings.kind == "http":
                 raise ProxyError(404, f"upstream {name!r} is a plain HTTP tool: use /http/{name}/")
@@ -108,9 +113,9 @@ class ProxyRouter:
             if settings.command is not None:
                 await self._stdio(state, scope, receive, send, name, run_id)
             elif kind == "mcp":
-                await handle_mcp(state, scope, receive, send, upstream, run_id)
+                await self._mcp(state, scope, receive, send, upstream, run_id)
             else:
-                await handle_http(state, scope, receive, send, upstream, run_id, rest)
+                await self._http(state, scope, receive, send, upstream, run_id, rest)
         except ProxyError as error:
             await send_error(send, error)
         except BodyTooLarge as error:
