@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import anyio.to_thread
 from litestar import Litestar, Request, Response, get
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException
@@ -19,6 +20,8 @@ from tracecard.server.api.runs import RunController
 from tracecard.server.evaluation.feature import HANDLERS as EVALUATION_HANDLERS
 from tracecard.server.evaluation.feature import evaluation_lifespan
 from tracecard.server.evaluation.feature import install as install_evaluation
+from tracecard.server.jobs.api import JobsController
+from tracecard.server.jobs.engine import queue_health
 from tracecard.server.mrtr import install_mrtr, mrtr_lifespan
 from tracecard.server.proxy import ProxyRouter, proxy_lifespan
 from tracecard.server.recording.ingest import ingest_traces, issue_wrap_credential
@@ -48,11 +51,15 @@ async def healthz(state: State) -> dict[str, Any]:
         recording["dead_letter_file"] = str(dead_letters.path)
         recording["dead_letter_full"] = dead_letters.full
     dropped = recording["dropped"] + recording["lost"] + recording["queue_dropped"]
-    return {
+    health = {
         "status": "degraded" if dropped else "ok",
         "upstreams": sorted(runtime.settings.upstreams),
         "recording": recording,
     }
+    jobs = await anyio.to_thread.run_sync(queue_health)  # a worker's queue depth (server/jobs)
+    if jobs is not None:
+        health["jobs"] = jobs
+    return health
 
 
 def _error_handler(_request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
@@ -99,6 +106,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
         RunController,
         *EVALUATION_HANDLERS,
         RobustnessController,
+        JobsController,  # durable jobs: attempts at cells, cells by state (server/jobs)
         ingest_traces,
         issue_wrap_credential,
         viewer_router(),

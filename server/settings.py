@@ -13,7 +13,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -161,6 +161,16 @@ class PoolSettings(BaseModel):
     size: int = Field(default=4, ge=0)  # warm processes waiting at most, over all upstreams
 
 
+class LimitSettings(BaseModel):
+    """`[limits.model.NAME]` / `[limits.upstream.NAME]`: how many cells using that key may run at
+    once across every worker, and how many may start per minute (docs/workers.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    concurrency: int | None = Field(default=None, ge=1)
+    per_minute: int | None = Field(default=None, ge=1)
+
+
 class Settings(BaseModel):
     """Everything the server needs; built by `load_settings` or directly by tests."""
 
@@ -193,6 +203,10 @@ class Settings(BaseModel):
     upstreams: dict[str, UpstreamSettings] = Field(default_factory=dict)
     recording: RecordingSettings = Field(default_factory=RecordingSettings)
     pool: PoolSettings = Field(default_factory=PoolSettings)
+    # durable jobs: "model" | "upstream" -> upstream name -> limits across workers (server/jobs)
+    limits: dict[Literal["model", "upstream"], dict[str, LimitSettings]] = Field(
+        default_factory=dict
+    )
     config_path: str | None = None
 
     @model_validator(mode="after")

@@ -123,6 +123,13 @@ EXPECTED: dict[str, set[str]] = {
         "is_builtin",
     },
     "tracecard.server.cli": {"build_parser", "main"},
+    "tracecard.server.jobs": {
+        "Cell",
+        "JobOrchestrator",
+        "cell_workflow_id",
+        "run_cell",
+        "system_database_url",
+    },
     "tracecard.server.orchestration": {
         "AgentOutcome",
         "AgentRunner",

@@ -6,13 +6,19 @@ The scorecard itself is built by `tracecard.scorers.stored` (pure); this module 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from tracecard.traces import queries
 from tracecard.traces.models import ExperimentRow, RunRow, ScoreRow, SuiteRow, VerdictRow
 from tracecard.traces.store import Store
 from tracecard.traces.verdicts import verdicts_for_runs
 
-__all__ = ["StoredExperiment", "stored_experiment"]
+__all__ = ["INFRA_REASONS", "StoredExperiment", "stored_experiment", "superseded"]
+
+# Why a run ended that is the infrastructure's fault, not the agent's (`runs.end_reason`): set by
+# the durable jobs (tracecard.server.jobs); such a run is never scored as the agent's.
+INFRA_REASONS = ("worker_lost", "sandbox_failed", "upstream_never_started")
+_FINAL = ("finished", "errored", "timed_out", "aborted")
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,8 @@ class StoredExperiment:
 def stored_experiment(store: Store, experiment: ExperimentRow) -> StoredExperiment:
     """Everything the experiment's scorecard needs, in four queries."""
     runs = [r for r in queries.experiment_runs(store, experiment.id) if r.task_id]
+    replaced = superseded(runs)  # earlier attempts of a cell, and attempts lost to the workers
+    runs = [r for r in runs if r.id not in replaced]
     ids = [r.id for r in runs]
     return StoredExperiment(
         experiment=experiment,
@@ -38,3 +46,23 @@ def stored_experiment(store: Store, experiment: ExperimentRow) -> StoredExperime
         scores=store.scores_for_runs(ids),
         verdicts=dict(verdicts_for_runs(store, ids)),
     )
+
+
+def superseded(runs: list[RunRow]) -> set[str]:
+    """Runs the scorecard leaves out: any attempt lost to the infrastructure, and every attempt
+    of a cell (task, trial) but its latest completed one (a rerun replaces what it reruns)."""
+    by_cell: dict[tuple[str | None, int], list[RunRow]] = {}
+    for run in runs:
+        by_cell.setdefault((run.task_id, run.trial), []).append(run)
+    out: set[str] = set()
+    for cell in by_cell.values():
+        out.update(r.id for r in cell if r.end_reason in INFRA_REASONS)
+        kept = sorted((r for r in cell if r.end_reason not in INFRA_REASONS), key=_created)
+        if len(kept) > 1:
+            latest = ([r for r in kept if r.status in _FINAL] or kept)[-1]
+            out.update(r.id for r in kept if r.id != latest.id)
+    return out
+
+
+def _created(run: RunRow) -> datetime:
+    return run.created_at

@@ -226,3 +226,43 @@ class SecretRow(SQLModel, table=True):
     name: str = Field(primary_key=True, max_length=64)
     value: str = Field(max_length=128)  # hex
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class JobAttemptRow(SQLModel, table=True):
+    """One attempt at an (experiment, task, trial) cell run as a durable job (server/jobs): the
+    run it used, the worker that started its agent, and how the attempt ended. A cell's later
+    attempt supersedes an earlier one; an attempt its worker never finished is `lost`."""
+
+    __tablename__ = "job_attempts"
+    __table_args__ = (Index("ix_job_attempts_cell", "experiment_id", "task_id", "trial"),)
+
+    run_id: str = Field(primary_key=True, max_length=32)
+    experiment_id: str = Field(max_length=32)
+    task_id: str
+    trial: int = 0
+    attempt: int = 1
+    executor: str = Field(max_length=64)  # the DBOS executor id of the worker
+    host: str | None = Field(default=None, max_length=200)
+    state: str = Field(default="running", max_length=16)  # running | ended | lost
+    reason: str | None = Field(default=None, sa_column=Column(Text))
+    started_at: datetime = Field(default_factory=utcnow)
+    ended_at: datetime | None = None
+
+
+class JobWorkerRow(SQLModel, table=True):
+    """A `tracecard worker` (or the in-process worker of `tracecard run`): its heartbeat says it
+    is alive; a worker whose heartbeat stopped has its cells recovered by another, once."""
+
+    __tablename__ = "job_workers"
+    __table_args__ = (Index("ix_job_workers_heartbeat", "heartbeat_at"),)
+
+    id: str = Field(primary_key=True, max_length=64)  # its DBOS executor id
+    host: str = Field(max_length=200)
+    pid: int = 0
+    tags: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    concurrency: int = 1
+    running: int = 0  # cells whose agent it runs now
+    started_at: datetime = Field(default_factory=utcnow)
+    heartbeat_at: datetime = Field(default_factory=utcnow)
+    stopped_at: datetime | None = None
+    recovered_by: str | None = Field(default=None, max_length=64)

@@ -60,6 +60,14 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         ("tracecard.server.audit.cli",),
         "run the baseline agents on a suite and flag tasks that cannot measure anything",
     ),
+    "worker": (
+        ("tracecard.server.jobs.worker",),
+        "run queued cells (experiment x task x trial) of the database's experiments",
+    ),
+    "experiment": (
+        ("tracecard.server.jobs.experiment_cli",),
+        "an experiment's cells as jobs: show, resume, rerun, cancel",
+    ),
 }
 # Every module with a `register(sub)`, in registration order (cassette's goes under `import`).
 MODULES = tuple(dict.fromkeys(m for modules, _ in COMMANDS.values() for m in modules))

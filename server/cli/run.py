@@ -32,7 +32,7 @@ from tracecard.server.cli.environment import add_replay_arguments, faults_body, 
 from tracecard.server.cli.run_auto import check_auto, rounds_until_decided, trials_value
 from tracecard.server.orchestration.agents import AgentRunner, CommandAgent
 from tracecard.server.orchestration.embedded import embedded_server
-from tracecard.server.orchestration.orchestrator import Orchestrator, RunOutcome
+from tracecard.server.orchestration.orchestrator import RunOutcome
 from tracecard.server.orchestration.summary import (
     RunProgress,
     failures_table,
@@ -58,9 +58,21 @@ def connect(args: argparse.Namespace) -> Iterator[TracecardClient]:
         return
     settings = settings_from_args(args, db=args.db, port=args.port)
     args.database = describe_db(settings.db)  # what later commands need as --db
+    args.jobs_db = _jobs_db(settings.db)
     with embedded_server(settings) as served:
         with TracecardClient(served.base_url, token=served.api_token) as client:
             yield client
+
+
+def _jobs_db(db: str) -> str | None:
+    """DBOS's system database beside tracecard's (None: in-memory, jobs go beside the work)."""
+    from tracecard.server.jobs.engine import system_database_url
+    from tracecard.traces.engine import normalise_url
+
+    try:
+        return system_database_url(normalise_url(db))
+    except ValueError:
+        return None
 
 
 def _config(args: argparse.Namespace) -> dict[str, Any]:
@@ -84,11 +96,15 @@ def orchestrate(
     work_dir: Path,
     progress: bool = True,
     label: str | None = None,
+    jobs_db: str | None = None,
 ) -> tuple[list[RunOutcome], bool]:
     """Run the experiment with a progress bar; returns the outcomes and whether it was
-    interrupted (Ctrl-C: unfinished runs are then aborted)."""
+    interrupted (Ctrl-C: unfinished runs are then aborted). Each run is a cell job (DBOS,
+    `tracecard.server.jobs`) checkpointed in `jobs_db` (default: beside the work folder)."""
+    from tracecard.server.jobs.local import JobOrchestrator
+
     bar = RunProgress(console, len(experiment.runs), label or experiment.config["name"], progress)
-    orchestrator = Orchestrator(
+    orchestrator = JobOrchestrator(
         client,
         agent,
         concurrency=concurrency,
@@ -96,6 +112,7 @@ def orchestrate(
         work_dir=work_dir,
         token=client.token,
         listener=bar,
+        system_url=jobs_db or f"sqlite:///{work_dir.parent.resolve() / 'jobs.sqlite'}",
     )
     interrupted = False
     with bar:
@@ -293,6 +310,10 @@ def _run(args: argparse.Namespace) -> int:
             f"({tasks} tasks × {args.trials} trials = {len(experiment.runs)} runs), "
             f"{args.concurrency} at a time, timeout {args.timeout:g}s — server {client.base_url}"
         )
+        if args.queue:  # workers run the cells (docs/workers.md); this follows their progress
+            from tracecard.server.jobs.queued import run_queued
+
+            return run_queued(args, client, experiment, argv, console)
         work_dir = _work_root(args) / experiment.id
         agent = CommandAgent(argv, grace_s=args.grace)
         outcomes: list[RunOutcome] = []
@@ -307,6 +328,7 @@ def _run(args: argparse.Namespace) -> int:
                 timeout_s=args.timeout,
                 work_dir=work_dir,
                 progress=not args.quiet and not args.json,
+                jobs_db=getattr(args, "jobs_db", None),
             )
             outcomes.extend(done)
             return not stopped
@@ -437,5 +459,12 @@ def register(sub: Any) -> None:
     run.add_argument(
         "--json", action="store_true", help="print the experiment id, statuses and means as JSON"
     )
+    run.add_argument(
+        "--queue",
+        action="store_true",
+        help="enqueue the cells for `tracecard worker` processes on --db and follow progress",
+    )
+    run.add_argument("--tags", help="with --queue: only workers with this tag take the cells")
+    run.add_argument("--follow-interval", type=float, default=1.0, help=argparse.SUPPRESS)
     add_replay_arguments(run)
     run.set_defaults(handler=_run)

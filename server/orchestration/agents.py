@@ -165,7 +165,9 @@ class CommandAgent:
         grace_s: float = 5.0,
         stdout_limit: int = 64 * 1024,
         stderr_limit: int = 16 * 1024,
+        die_with_parent: bool = False,
     ) -> None:
+        self.die_with_parent = die_with_parent
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not self.argv:
             raise ValueError("the agent command is empty")
@@ -186,6 +188,7 @@ class CommandAgent:
             grace_s=self.grace_s,
             stdout_limit=self.stdout_limit,
             stderr_limit=self.stderr_limit,
+            die_with_parent=self.die_with_parent,
         )
         status, error = self._classify(result, timeout_s)
         return AgentOutcome(

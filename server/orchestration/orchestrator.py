@@ -19,7 +19,7 @@ from typing import Any
 from tracecard.client import ExperimentHandle, RunHandle, TracecardClient, TracecardError
 from tracecard.server.orchestration.agents import AgentOutcome, AgentRunner, agent_environment
 
-__all__ = ["Orchestrator", "RunOutcome"]
+__all__ = ["Orchestrator", "RunOutcome", "write_logs"]
 
 
 @dataclass
@@ -121,7 +121,7 @@ class Orchestrator:
             )
             agent_outcome = await self.agent(env, answer_file, self.timeout_s)
             self._ended[run.id] = agent_outcome  # kept if we are interrupted while finishing
-            _write_logs(run_dir, agent_outcome)
+            write_logs(run_dir, agent_outcome)
             if not self.keep_answers:
                 shutil.rmtree(run_dir, ignore_errors=True)
             outcome = await self._finish(run, agent_outcome)
@@ -184,7 +184,7 @@ class Orchestrator:
         await asyncio.gather(*(asyncio.to_thread(abort, run) for run in pending))
 
 
-def _write_logs(run_dir: Path, outcome: AgentOutcome) -> None:
+def write_logs(run_dir: Path, outcome: AgentOutcome) -> None:
     """Keep the output tails beside the answer file, for a person to read."""
     if outcome.stdout_tail:
         (run_dir / "stdout.txt").write_text(outcome.stdout_tail, encoding="utf-8")

@@ -91,6 +91,28 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def _load_prctl() -> Any:
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except OSError:
+        return None
+
+
+_PRCTL = _load_prctl()  # loaded here: nothing is imported between fork and exec
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the parent thread's process dies."""
+    _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+
+
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -161,9 +183,11 @@ async def run_process(
     stdout_limit: int = 64 * 1024,
     stderr_limit: int = 16 * 1024,
     on_start: asyncio.Future[int] | None = None,
+    die_with_parent: bool = False,
 ) -> ProcessResult:
     """Run `argv` in a new session until it exits or `timeout_s` passes. When cancelled, the
-    process group is stopped before the cancellation goes on."""
+    process group is stopped before the cancellation goes on. `die_with_parent` (Linux): the
+    process gets SIGKILL when this one dies, even by `kill -9` (a worker's agents)."""
     started = time.monotonic()
     stdout, stderr = TailBuffer(stdout_limit), TailBuffer(stderr_limit)
     try:
@@ -176,6 +200,7 @@ async def run_process(
             cwd=cwd,
             start_new_session=True,  # its own process group: stopped as a whole
             limit=READ_CHUNK,
+            preexec_fn=_die_with_parent if die_with_parent and _PRCTL is not None else None,
         )
     except OSError as exc:
         reason = f"cannot start {argv[0]!r}: {exc.strerror or exc}"

@@ -9,6 +9,7 @@ from litestar.datastructures import State
 from litestar.exceptions import NotFoundException
 
 from tracecard.traces import queries
+from tracecard.traces.jobs import queued_cells
 from tracecard.traces.models import ExperimentRow
 from tracecard.traces.store import Store
 from tracecard.viewer.rendering import page_response, render_html
@@ -44,7 +45,11 @@ def _experiment_html(store: Store, experiment_id: str) -> str:
         raise NotFoundException(f"no experiment with id {experiment_id!r}")
     view = experiment_card(store, experiment)
     return render_html(
-        "experiment.html", e=experiment, view=view, agreement=view.scorecard.agreement
+        "experiment.html",
+        e=experiment,
+        view=view,
+        agreement=view.scorecard.agreement,
+        cells=queued_cells(store, experiment_id),
     )
 
 
