@@ -67,6 +67,9 @@ class UpstreamSettings(BaseModel):
     # a helper started once (`{preload}`: its Unix socket) whose per-run processes are forked
     # from it; they find it in $TRACECARD_PRELOAD (docs/stdio.md, "Warm processes")
     preload: list[str] | None = None
+    # a verifier-only tool tracecard calls with {"turn": i} as it hands out turn i >= 1 of a
+    # multi-turn task (server/evaluation/turn_notice.py): how the upstream learns the turn
+    turn_tool: str | None = None
 
     @model_validator(mode="after")
     def _one_transport(self) -> UpstreamSettings:
@@ -82,6 +85,11 @@ class UpstreamSettings(BaseModel):
             raise ValueError("`verifier_tools` holds an empty tool name")
         if self.preload is not None and (not self.preload or self.command is None):
             raise ValueError("`preload` needs a command of its own and a stdio `command`")
+        if self.turn_tool is not None and self.turn_tool not in self.verifier_tools:
+            raise ValueError(
+                f"`turn_tool` {self.turn_tool!r} must also be in `verifier_tools`: "
+                "agents must never see or call it"
+            )
         return self
 
 

@@ -36,7 +36,12 @@ __all__ = [
 ]
 
 # Categories and what tracecard does with them.
-MULTI_TURN = ("multi_turn_base", "multi_turn_long_context", "multi_turn_miss_param")
+MULTI_TURN = (
+    "multi_turn_base",
+    "multi_turn_long_context",
+    "multi_turn_miss_param",
+    "multi_turn_miss_func",
+)
 SINGLE_TURN = (
     "simple_python",
     "multiple",
@@ -50,8 +55,6 @@ SINGLE_TURN = (
     "live_irrelevance",
 )
 UNSUPPORTED = {
-    "multi_turn_miss_func": "a function appears only at a later turn, which the per-run BFCL "
-    "server cannot see begin, and that turn has no user message (docs/benchmarks/bfcl.md)",
     "simple_java": "arguments are Java source text checked by BFCL's Java type converter",
     "simple_javascript": "arguments are JavaScript source text checked by BFCL's JS converter",
     "live_relevance": "passes with any call at all: nothing for invocation matchers to check",

@@ -29,6 +29,7 @@ from tracecard.server.bfcl.env import (
     possible_answers,
 )
 from tracecard.server.bfcl.mcp_server import STATE_TOOL
+from tracecard.server.bfcl.miss_func import TURN_TOOL, held_back, revealing_message
 
 __all__ = ["ImportError_", "import_suite", "upstream_config"]
 
@@ -55,8 +56,13 @@ def _multi_turn_task(entry: dict[str, Any], ground_truth: list[list[str]]) -> di
     environment = Environment(entry)
     turns: list[dict[str, Any]] = []
     replay: list[list[dict[str, Any]]] = []
-    for question, calls_text in zip(entry["question"], ground_truth, strict=True):
-        turn: dict[str, Any] = {"user": _user_text(question)}
+    revealing = held_back(entry)
+    for index, (question, calls_text) in enumerate(
+        zip(entry["question"], ground_truth, strict=True)
+    ):
+        # a miss_func entry's revealing turn has no question: BFCL's harness sends its own
+        user = revealing_message() if index in revealing and not question else _user_text(question)
+        turn: dict[str, Any] = {"user": user}
         calls = [environment.bind(c) for text in calls_text for c in parse_calls(text)]
         # a copy: executing a call may change its arguments in place (TwitterAPI keeps the
         # `mentions` list it is given, and a later `mention` appends to it)
@@ -89,6 +95,13 @@ def _multi_turn_task(entry: dict[str, Any], ground_truth: list[list[str]]) -> di
                 ],
             }
         turns.append(turn)
+    metadata: dict[str, Any] = {
+        "bfcl_category": entry["id"].rsplit("_", 1)[0],
+        "bfcl_involved_classes": list(entry["involved_classes"]),
+        "bfcl_ground_truth": replay,
+    }
+    if revealing:  # which turn reveals which functions (the server holds them back until then)
+        metadata["bfcl_missed_function"] = {str(k): v for k, v in sorted(revealing.items())}
     return {
         "id": entry["id"],
         "turns": turns,
@@ -96,11 +109,7 @@ def _multi_turn_task(entry: dict[str, Any], ground_truth: list[list[str]]) -> di
         "params": {"entry": entry["id"]},
         "safety": SAFETY,
         "efficiency": {"optimal_calls": sum(len(t) for t in replay)},
-        "metadata": {
-            "bfcl_category": entry["id"].rsplit("_", 1)[0],
-            "bfcl_involved_classes": list(entry["involved_classes"]),
-            "bfcl_ground_truth": replay,
-        },
+        "metadata": metadata,
     }
 
 
@@ -178,7 +187,8 @@ def import_suite(
 def upstream_config(python: str = sys.executable, categories: Sequence[str] = ()) -> str:
     """The `tracecard.toml` section the suite needs: one per-run stdio upstream for every task
     (each run's own process and state, told its entry by `{task.entry}`), its state tool
-    hidden from the agent, each run's server forked from a parent that imported BFCL once."""
+    hidden from the agent, each run's server forked from a parent that imported BFCL once, and
+    told each turn by tracecard (the held-back functions of `multi_turn_miss_func`)."""
     command = [python, "-m", "tracecard.server.bfcl.relay", "{task.entry}"]
     preload = [python, "-m", "tracecard.server.bfcl.prefork", "{preload}", *categories]
     return (
@@ -193,8 +203,11 @@ def upstream_config(python: str = sys.executable, categories: Sequence[str] = ()
         "# BFCL's credentials are fake, and results are expected as exact text: a redacted\n"
         "# access_token inside a JSON result would never equal the ground truth's\n"
         "redact = false\n"
-        "# the state probes' tool: not in the agent's tools/list, refused to its calls\n"
-        f'verifier_tools = ["{STATE_TOOL}"]\n'
+        "# the state probes' tool and the turn notice: not in the agent's tools/list, refused\n"
+        "# to its calls\n"
+        f'verifier_tools = ["{STATE_TOOL}", "{TURN_TOOL}"]\n'
+        "# tracecard calls it as it hands out each turn: miss_func's functions appear on time\n"
+        f'turn_tool = "{TURN_TOOL}"\n'
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from tracecard.server.bfcl.answers import first_allowed, param_kinds
 from tracecard.server.bfcl.env import Environment, parse_calls, possible_answers
 from tracecard.server.bfcl.mcp_server import find_entry, tool_docs
+from tracecard.server.bfcl.miss_func import hidden_at
 from tracecard.server.bfcl.variations import VARIATIONS, vary
 
 __all__ = ["PERTURBATIONS", "Trajectory", "ground_truth", "perturb"]
@@ -115,9 +116,9 @@ def perturb(entry_id: str, trajectory: Trajectory, kind: str, seed: int) -> Traj
             return None
         turns[index + 1].insert(0, turn.pop())
     elif kind == "wrong_function":
-        names = sorted(
-            {doc["name"] for doc in tool_docs(find_entry(entry_id))} - {turn[position]["tool"]}
-        )
+        entry = find_entry(entry_id)
+        shown = {doc["name"] for doc in tool_docs(entry)} - hidden_at(entry, index)
+        names = sorted(shown - {turn[position]["tool"]})
         turn[position] = {
             **turn[position],
             "tool": rng.choice(names) if names else "no_such_function",

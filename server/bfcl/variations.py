@@ -28,6 +28,7 @@ from typing import Any
 
 from tracecard.server.bfcl.env import Environment, possible_answers
 from tracecard.server.bfcl.mcp_server import find_entry, tool_docs
+from tracecard.server.bfcl.miss_func import hidden_at
 
 __all__ = ["VARIATIONS", "vary"]
 
@@ -151,7 +152,11 @@ def _call_variation(entry_id: str, turns: Turns, kind: str, rng: random.Random) 
         with_calls = sorted({t for t, _ in calls})
         if not read_only or not with_calls:
             return None
-        turns[rng.choice(with_calls)].append({"tool": rng.choice(read_only), "arguments": {}})
+        t = rng.choice(with_calls)
+        shown = [n for n in read_only if n not in hidden_at(find_entry(entry_id), t)]
+        if not shown:
+            return None
+        turns[t].append({"tool": rng.choice(shown), "arguments": {}})
         return turns
     if kind == "early":
         movable = [(t, c) for t, c in calls if t > 0]

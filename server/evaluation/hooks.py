@@ -150,7 +150,7 @@ def make_argument_checker(runtime: Runtime) -> ArgumentChecks:
     return check
 
 
-async def _call_tool_through_proxy(
+async def call_tool_through_proxy(
     runtime: Runtime, run_id: str, upstream: str, tool: str, arguments: dict[str, Any]
 ) -> dict[str, Any]:
     """A probe's tool call: through tracecard's own proxy, so per-run upstreams are reached.
@@ -176,7 +176,7 @@ def probe_context(
 ) -> ProbeContext:
     """What the probes of `run` may touch; `turn` marks the probes of one turn's boundary."""
     return ProbeContext(
-        call_tool=lambda upstream, tool, args: _call_tool_through_proxy(
+        call_tool=lambda upstream, tool, args: call_tool_through_proxy(
             runtime, run.id, upstream, tool, args
         ),
         http=runtime.http,

@@ -64,8 +64,11 @@ async def _list(client: Client) -> dict[str, dict[str, Any]]:
 
 
 async def _from_stdio(
-    upstream: UpstreamSettings, task_params: Params | None
+    upstream: UpstreamSettings, task_params: Params | None, turns: int = 1
 ) -> dict[str, dict[str, Any]]:
+    """A stdio upstream's tools; with a `turn_tool`, those it lists in any of `turns` turns
+    (it is told each turn as a run's process would be: a function a later turn reveals is
+    one the suite may name)."""
     command = upstream.command or []
     with tempfile.TemporaryDirectory(prefix="tracecard-toolcheck-") as scratch:
         sandbox = Path(scratch)
@@ -78,7 +81,14 @@ async def _from_stdio(
             cwd=substitute(upstream.cwd, sandbox, task_params) if upstream.cwd else None,
         )
         async with Client(params) as client:
-            return await _list(client)
+            tools = await _list(client)
+            if upstream.turn_tool in tools:  # a scratch process: its turns may be told
+                for turn in range(1, turns):
+                    told = await client.call_tool(upstream.turn_tool, {"turn": turn})
+                    if told.is_error:
+                        break
+                    tools |= await _list(client)
+            return tools
 
 
 async def _from_http(upstream: UpstreamSettings) -> dict[str, dict[str, Any]]:
@@ -139,11 +149,13 @@ class ToolListCache:
         self._entries.pop(self.key(upstream, params), None)
 
 
-async def _fetch(upstream: UpstreamSettings, params: Params | None) -> dict[str, dict[str, Any]]:
+async def _fetch(
+    upstream: UpstreamSettings, params: Params | None, turns: int = 1
+) -> dict[str, dict[str, Any]]:
     async with asyncio.timeout(LIST_TIMEOUT_S):
         if upstream.command is not None:
-            return await _from_stdio(upstream, params)
-        return await _from_http(upstream)
+            return await _from_stdio(upstream, params, turns)
+        return await _from_http(upstream)  # never told turns: a check changes nothing there
 
 
 async def list_upstream_tools(
@@ -151,10 +163,11 @@ async def list_upstream_tools(
     names: list[str],
     cache: ToolListCache | None = None,
     params: Mapping[str, Params] | None = None,
+    turns: int = 1,
 ) -> ToolListings:
     """The tools of each named upstream (concurrently, each within `LIST_TIMEOUT_S`), from
     `cache` when it holds a fresh answer. `params`: the task params to start each per-task
-    upstream with."""
+    upstream with; `turns`: the most turns a task has (for a stdio upstream's `turn_tool`)."""
     found = ToolListings()
 
     async def one(name: str) -> None:
@@ -165,10 +178,10 @@ async def list_upstream_tools(
         given = (params or {}).get(name)
         try:
             if cache is None:
-                found.tools[name] = await _fetch(upstream, given)
+                found.tools[name] = await _fetch(upstream, given, turns)
             else:
                 found.tools[name] = await cache.get(
-                    upstream, lambda: _fetch(upstream, given), given
+                    upstream, lambda: _fetch(upstream, given, turns), given
                 )
         except Exception as exc:  # noqa: BLE001 - any failure: say so and carry on
             found.unreachable[name] = _reason(exc)
@@ -231,12 +244,13 @@ async def _check_part(
         and n in settings.upstreams
         and cache.fresh(settings.upstreams[n], params.get(n)) is not None
     }
-    listings = await list_upstream_tools(settings, names, cache, params)
+    turns = max((len(t.turns) for t in suite.tasks), default=1)
+    listings = await list_upstream_tools(settings, names, cache, params, turns)
     findings = check_tools(suite, listings.names(), source, listings.unreachable, hidden)
     if cache is not None and cached and any(f.level == "error" for f in findings):
         for name in cached:
             cache.forget(settings.upstreams[name], params.get(name))
-        listings = await list_upstream_tools(settings, names, cache, params)
+        listings = await list_upstream_tools(settings, names, cache, params, turns)
         findings = check_tools(suite, listings.names(), source, listings.unreachable, hidden)
     return findings, listings
 

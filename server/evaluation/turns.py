@@ -17,12 +17,14 @@ from opentelemetry import trace
 
 from tracecard.scorers import Task
 from tracecard.scorers.types import FINAL_STATUSES
-from tracecard.server.evaluation.hooks import probe_context, tasks_of
+from tracecard.server.evaluation.hooks import call_tool_through_proxy, probe_context, tasks_of
 from tracecard.server.evaluation.probes import run_outcome_probes
 from tracecard.server.evaluation.service import task_of
+from tracecard.server.evaluation.turn_notice import CallTool, notice_turn
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import RunError, get_run
 from tracecard.server.runtime import Runtime
+from tracecard.server.stdio.verifier import call_tool as verifier_call
 from tracecard.traces import semconv as sc
 from tracecard.traces.models import RunRow
 
@@ -101,6 +103,7 @@ async def next_turn(runtime: Runtime, run_id: str) -> dict[str, Any]:
         state.span = _open(runtime, info, index, messages[index])
         state.open_index, state.next_index = index, index + 1
         info.enter_turn(trace.set_span_in_context(state.span))
+        await notice_turn(runtime, run_id, task, index, state.span, _caller(runtime, info))
     if run.status == "pending":
         await anyio.to_thread.run_sync(lambda: runtime.store.update_run(run_id, status="running"))
     return {
@@ -111,6 +114,19 @@ async def next_turn(runtime: Runtime, run_id: str) -> dict[str, Any]:
         "user": messages[index],
         "instruction": task.instruction if task.turns else None,
     }
+
+
+def _caller(runtime: Runtime, info: RunInfo) -> CallTool:
+    """How a turn notice reaches an upstream: a stdio one in process, others through the
+    proxy as a probe's call does."""
+
+    async def call(upstream: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        settings = runtime.settings.upstreams.get(upstream)
+        if runtime.stdio is not None and settings is not None and settings.command is not None:
+            return await verifier_call(runtime.stdio, upstream, info, tool, arguments)
+        return await call_tool_through_proxy(runtime, info.id, upstream, tool, arguments)
+
+    return call
 
 
 def _open(runtime: Runtime, info: RunInfo, index: int, message: str) -> trace.Span:

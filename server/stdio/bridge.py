@@ -43,7 +43,7 @@ from tracecard.server.proxy.sessions import IdleLru
 from tracecard.server.recording.recorder import Recorder
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runtime import Runtime
-from tracecard.server.stdio import capabilities, handshake, ladder
+from tracecard.server.stdio import capabilities, handshake, ladder, listen
 from tracecard.server.stdio.calls import StdioCalls
 from tracecard.server.stdio.messages import (
     MODERN_META_PREFIX,
@@ -88,6 +88,7 @@ class StdioBridge:
         self.pool = pool
         self.calls = StdioCalls(runtime, recorder, pool)
         self.rounds = BridgeRounds(recorder)  # multi round-trip calls of stateless clients
+        self.listens = listen.Listens(runtime, self.calls, pool)  # subscriptions/listen streams
         # bounded like the proxy's: stateless and careless clients never send DELETE
         self.sessions: IdleLru[str, Session] = IdleLru(on_forget=self._forget)
 
@@ -169,7 +170,7 @@ class StdioBridge:
             )
             return
         if is_modern(message, headers):
-            await self._modern(scope, send, headers, upstream, run, message)
+            await self._modern(scope, receive, send, headers, upstream, run, message)
         else:
             await self._legacy(scope, send, headers, upstream, run, message)
 
@@ -192,6 +193,7 @@ class StdioBridge:
     async def _modern(
         self,
         scope: Scope,
+        receive: Receive,
         send: Send,
         headers: dict[str, str],
         upstream: str,
@@ -211,6 +213,9 @@ class StdioBridge:
             await send_json(send, ladder.http_status(refused), refused)
             return
         await capabilities.declare(self.pool, upstream, exchange, message)
+        if message["method"] == listen.METHOD:
+            await self.listens.serve(receive, send, upstream, exchange, message)
+            return
         if message["method"] == "server/discover":
             try:
                 process = await self.calls.process(upstream, exchange)

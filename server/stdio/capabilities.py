@@ -16,10 +16,10 @@ declared that client's capabilities:
   session clients; `per_run = true` gives each run its own process.
 
 tracecard's own traffic (probes, turn notices) never decides a handshake. The capabilities make
-the server offer what the client can use; a server->client request (sampling, elicitation,
-roots) during a stateless call still reaches no one and is refused by tracecard (-32601): the
-2026-07-28 wire carries such requests as `input_required` results, which a session-protocol
-server does not send (docs/stdio.md).
+the server offer what the client can use; its questions during a call reach the client as
+`input_required` rounds (server/mrtr/bridge.py). A warm process (server/stdio/warm.py) is handed
+over at `server/discover`, which declares no capabilities: a client that declares some later has
+it replaced once (docs/stdio.md).
 """
 
 from __future__ import annotations

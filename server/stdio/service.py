@@ -31,6 +31,7 @@ async def stdio_lifespan(runtime: Runtime) -> AsyncIterator[StdioBridge]:
     bridge = StdioBridge(runtime, recorder, pool)
     runtime.stdio = bridge
     runtime.hooks.after_finish.append(pool.after_finish)
+    runtime.hooks.after_finish.append(bridge.listens.after_finish)
     try:
         yield bridge
     finally:
