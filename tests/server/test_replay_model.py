@@ -29,6 +29,7 @@ from tests.support.proxy import tracecard_for
 from tests.support.replay_world import Counting
 from tests.support.tracecard import RunningServer, bound_socket, port_of, serving
 from tracecard.client import AsyncTracecardClient, TracecardClient
+from tracecard.server.cli.main import main as cli_main
 from tracecard.server.replay.plan import ReplayPlan
 from tracecard.server.replay.source import check_plan
 from tracecard.server.runs.service import RunError
@@ -290,3 +291,29 @@ def test_replay_model_needs_a_model_upstream(tmp_path: Path) -> None:
             check_plan(None, settings, plan, "v", 1)  # type: ignore[arg-type]  # refused first
         assert "configures no model upstream" in str(caught.value)
         assert "\n" not in str(caught.value)
+
+
+async def test_a_cassette_replays_the_model_and_the_tools_with_neither_running(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CI with no tool server and no model: the source's cassette, imported into a fresh
+    database, answers both (`--replay all`) and the scores are the source's."""
+    db = world.server.settings.db.removeprefix("sqlite:///")
+    cassette, fresh = tmp_path / "run.tccas", tmp_path / "fresh.db"
+    out = ["export", "--experiment", world.source, "--format", "cassette", "-o", str(cassette)]
+    assert cli_main([*out, "--db", db]) == 0
+    assert cli_main(["import", "cassette", str(cassette), "--db", str(fresh)]) == 0
+    capsys.readouterr()
+    nowhere = "http://127.0.0.1:9"  # nothing listens: every answer is the cassette's
+    upstreams = {
+        "openai": {"url": f"{nowhere}/v1", "kind": "openai"},
+        "claude": {"url": nowhere, "kind": "anthropic"},
+        "tools": {"url": f"{nowhere}/mcp"},
+    }
+    with tracecard_for(upstreams, tmp_path, db=f"sqlite:///{fresh}") as server:
+        offline = World(server, world.model, world.tools)
+        offline.suite = world.suite
+        replayed, finished = await _experiment(offline, {"source": world.source, "mode": "all"})
+        assert all(f["replay"]["missed"] == 0 for f in finished.values())
+        with TracecardClient(server.url) as client:
+            assert _scores(client, replayed) == _scores(client, world.source)
