@@ -34,6 +34,10 @@ def server_options(settings: Settings) -> dict[str, Any]:
         "access_log": False,
         "server_header": False,  # a proxied answer keeps the upstream's own `server`
         "timeout_graceful_shutdown": grace_seconds(settings),
+        # uvicorn believes X-Forwarded-* from 127.0.0.1 by default, in a middleware on every
+        # request: only when a reverse proxy is configured here
+        "proxy_headers": bool(settings.trusted_proxies),
+        "forwarded_allow_ips": list(settings.trusted_proxies) or None,
     }
 
 

@@ -194,6 +194,9 @@ class Settings(BaseModel):
     # Browser origins besides tracecard's own that may call it (e.g. "http://localhost:6274").
     allowed_origins: list[str] = Field(default_factory=list)
     public_url: str | None = None  # how agents reach this server; default http://host:port
+    # reverse proxies whose X-Forwarded-For/-Proto are believed (uvicorn's proxy headers); empty:
+    # none, and that middleware is not run on every request (docs/configuration.md)
+    trusted_proxies: list[str] = Field(default_factory=list)
     upstream_timeout_s: float = 60.0
     max_body_bytes: int = 16 * 1024 * 1024
     # one SSE event of an upstream's stream (MCP or model) held at most this long to be read;

@@ -350,3 +350,24 @@ def test_the_conformance_rebinding_check_passes_through_tracecard(tmp_path: Path
             assert 400 <= post(url, "evil.example.com") < 500, url
             assert 400 <= post(url, "evil.example.com", origin=False) < 500, url
             assert 200 <= post(url, own) < 300, url
+
+
+def test_forwarded_headers_are_believed_only_from_configured_proxies() -> None:
+    """uvicorn runs its X-Forwarded-* middleware on every request only when `trusted_proxies`
+    names a reverse proxy (#24 item 2); by default a client's address is where it connected
+    from, whatever X-Forwarded-For it sends."""
+    from uvicorn.config import Config
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    from tracecard.server.serving import server_options
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        return None
+
+    plain = Config(app, **server_options(Settings()))
+    plain.load()
+    assert not isinstance(plain.loaded_app, ProxyHeadersMiddleware)
+    behind = Config(app, **server_options(Settings(trusted_proxies=["10.0.0.1"])))
+    behind.load()
+    assert isinstance(behind.loaded_app, ProxyHeadersMiddleware)
+    assert behind.forwarded_allow_ips == ["10.0.0.1"]
