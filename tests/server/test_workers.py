@@ -1,10 +1,11 @@
 """Trials as durable jobs across machines (issue #21): real `tracecard worker` and `tracecard
 serve` processes on a real PostgreSQL, a scripted agent, `kill -9` for real.
 
-One journey, to keep CI time down: 20 tasks x 3 trials on 3 workers with one killed mid-run:
-every cell ends exactly once, each lost attempt is `worker_lost` and unscored, the scores equal
-a single-machine run's. (Not here yet: the concurrency-2 model limit across workers and
-"kill everything, then `tracecard experiment resume`": that journey timed out at load 35.)
+One journey, to keep CI time down: 8 cells under `[limits.model.model] concurrency = 2` on 3
+workers never have more than 2 model requests at once; then 20 tasks x 3 trials on 3 workers
+with one killed mid-run: every cell ends exactly once, each lost attempt is `worker_lost` and
+unscored, the scores equal a single-machine run's. (Not here yet: "kill everything, then
+`tracecard experiment resume`": that journey timed out at load 35.)
 """
 
 from __future__ import annotations
@@ -218,7 +219,23 @@ def test_cells_on_three_workers_survive_kill_9_and_resume(pg_url: str, tmp_path:
             _wait(lambda: _alive_workers(store) >= 3, "three workers")
             _wait(lambda: _up(serve_url), "tracecard serve")
 
-            # 1. 20 tasks x 3 trials, enqueued and followed by `tracecard run --queue`
+            # 1. [limits.model.model] concurrency = 2 holds across the 3 workers (12 slots):
+            # counted where the requests land, at the scripted model
+            few = _suite(tmp_path / "few.json", 8)
+            limited_run = _tracecard("run", "--queue", "--server", serve_url, "--db", pg_url)
+            limited_run += ["--config", str(limited), "--suite", str(few), "--name", "limited"]
+            limited_run += ["--agent", f"{sys.executable} {agent}", "--timeout", "60"]
+            limited_run += ["--follow-interval", "0.3", "--json"]
+            done = subprocess.run(
+                limited_run, cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
+                timeout=400,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert json.loads(done.stdout)["cells"]["done"] == 8
+            assert model.requests == 8
+            assert model.most == 2, f"{model.most} model requests at once under a limit of 2"
+
+            # 2. 20 tasks x 3 trials, enqueued and followed by `tracecard run --queue`
             run = _tracecard("run", "--queue", "--server", serve_url, "--db", pg_url)
             run += ["--config", str(plain), "--suite", str(suite), "--name", "queued"]
             run += ["--trials", "3", "--agent", f"{sys.executable} {agent}", "--timeout", "60"]
