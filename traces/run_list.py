@@ -39,6 +39,7 @@ from tracecard.traces.search import (
     newest_matches,
     parse_terms,
     time_rowid,
+    ts_query,
 )
 from tracecard.traces.store import Store
 
@@ -279,9 +280,27 @@ def find_runs(
         # a constant, not the id: the count reads only the index that serves the filter
         limited = select(literal(1)).select_from(RunRow).where(*where).limit(COUNT_CAP + 1)
         counting = select(func.count()).select_from(limited.subquery())
+        postgres_search = bool(query.text) and store.engine.dialect.name == "postgresql"
         with store.session() as session:
+            if postgres_search:
+                # newest first, the planner walks the runs backwards probing each one's document:
+                # serially it stops after the page (14 ms for a word in 1% of 1,000,000 runs);
+                # its parallel plan read 12 times as many runs (683 ms)
+                session.execute(text("SET LOCAL max_parallel_workers_per_gather = 0"))
             rows = list(session.scalars(listing))
-            total, exact = int(session.execute(counting).scalar_one()), True
+            terms = parse_terms(query.text or "")
+            if postgres_search and len(where) == 1 and terms:
+                # search alone: counted in the search index, not joined to the runs (44 ms
+                # against 461 ms for 10,000 matches)
+                counted = text(
+                    "SELECT count(*) FROM (SELECT 1 FROM run_search WHERE document @@ "
+                    "to_tsquery('simple', :tsquery) LIMIT :cap) AS found"
+                )
+                values = {"tsquery": ts_query(terms), "cap": COUNT_CAP + 1}
+                found = session.execute(counted, values)
+                total, exact = int(found.scalar_one()), True
+            else:
+                total, exact = int(session.execute(counting).scalar_one()), True
     more = len(rows) > limit
     rows = rows[:limit]
     cursor_next = _encode(sort, rows[-1]) if more and rows else None

@@ -30,6 +30,7 @@ __all__ = [
     "parse_terms",
     "search_document",
     "time_rowid",
+    "ts_query",
     "write_documents",
 ]
 
@@ -142,6 +143,15 @@ def fts_expression(terms: list[tuple[list[str], bool]]) -> str:
     return " AND ".join(parts)
 
 
+def ts_query(terms: list[tuple[list[str], bool]]) -> str:
+    """The PostgreSQL `to_tsquery('simple', …)` text of parsed terms (a phrase as `<->`)."""
+    parts = []
+    for words, prefix in terms:
+        joined = " <-> ".join(words)
+        parts.append(f"({joined}:*)" if prefix else f"({joined})")
+    return " & ".join(parts)
+
+
 def matching(store: Store, query: str) -> ColumnElement[bool] | None:
     """A condition on `runs.id` for runs whose document matches `query` (None: no terms)."""
     terms = parse_terms(query)
@@ -149,13 +159,9 @@ def matching(store: Store, query: str) -> ColumnElement[bool] | None:
         return None
     runs: Any = RunRow
     if store.engine.dialect.name == "postgresql":
-        parts = []
-        for words, prefix in terms:
-            joined = " <-> ".join(words)
-            parts.append(f"({joined}:*)" if prefix else f"({joined})")
         found = text(
             "SELECT run_id FROM run_search WHERE document @@ to_tsquery('simple', :tsquery)"
-        ).bindparams(tsquery=" & ".join(parts))
+        ).bindparams(tsquery=ts_query(terms))
     else:
         found = text("SELECT run_id FROM run_search WHERE run_search MATCH :match").bindparams(
             match=fts_expression(terms)
