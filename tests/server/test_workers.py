@@ -4,8 +4,8 @@ serve` processes on a real PostgreSQL, a scripted agent, `kill -9` for real.
 One journey, to keep CI time down: 8 cells under `[limits.model.model] concurrency = 2` on 3
 workers never have more than 2 model requests at once; then 20 tasks x 3 trials on 3 workers
 with one killed mid-run: every cell ends exactly once, each lost attempt is `worker_lost` and
-unscored, the scores equal a single-machine run's. (Not here yet: "kill everything, then
-`tracecard experiment resume`": that journey timed out at load 35.)
+unscored, the scores equal a single-machine run's; then every worker killed mid-experiment,
+and a new worker with `tracecard experiment resume` finishes it.
 """
 
 from __future__ import annotations
@@ -293,9 +293,60 @@ def test_cells_on_three_workers_survive_kill_9_and_resume(pg_url: str, tmp_path:
                 f"{serve_url}/api/experiments/{experiment_id}/scorecard.json", timeout=30
             ).json()
             assert _per_task(queued_card)  # per task, not only the means
+
+            # 3. everything killed mid-experiment; a new worker and `experiment resume` finish it
+            slow = [*run[: run.index("--trials")], "--trials", "1", *run[run.index("--agent") :]]
+            slow[slow.index(str(suite))] = str(few)
+            slow[slow.index("queued")] = "resumed"
+            follower = subprocess.Popen(
+                slow, cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, text=True,
+            )  # fmt: skip
+            resumed_id = _wait_experiment(store, "resumed")
+            _wait(lambda: _begun(store, resumed_id) >= 2, "cells begun on the two workers left")
+            for worker in workers[1:]:
+                worker.send_signal(signal.SIGKILL)
+            follower.kill()
+            follower.wait(30)
+            _worker(started, pg_url, limited, tmp_path, "n0")
+            _wait(lambda: _alive_workers(store) >= 1, "a new worker")
+            resume = subprocess.run(
+                _tracecard("experiment", "resume", resumed_id, "--db", pg_url, "--config",
+                           str(plain), "--lost-after", "5", "--json"),
+                cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            assert resume.returncode == 0, resume.stderr
+            _wait(lambda: _cells(serve_url, resumed_id)["counts"]["done"] == 8, "the resumed cells")
+            lost_runs = _rows(
+                store,
+                "SELECT r.status, r.end_reason, (SELECT count(*) FROM scores s WHERE s.run_id = "
+                "r.id) FROM runs r JOIN job_attempts a ON a.run_id = r.id "
+                "WHERE r.experiment_id = :e AND a.state = 'lost'",
+                e=resumed_id,
+            )
+            assert lost_runs and all(row == ("errored", "worker_lost", 0) for row in lost_runs)
     finally:
         model.close()
         store.dispose()
+
+
+def _wait_experiment(store: Store, name: str) -> str:
+    found: list[str] = []
+
+    def made() -> bool:
+        rows = _rows(store, "SELECT id FROM experiments WHERE config_name = :n", n=name)
+        found[:] = [str(row[0]) for row in rows]
+        return bool(found)
+
+    _wait(made, f"experiment {name}")
+    return found[0]
+
+
+def _begun(store: Store, experiment_id: str) -> int:
+    rows = _rows(
+        store, "SELECT count(*) FROM job_attempts WHERE experiment_id = :e", e=experiment_id
+    )
+    return int(rows[0][0])
 
 
 def _up(url: str) -> bool:
