@@ -13,6 +13,7 @@ from typing import Any, Final
 
 import orjson
 
+from tracecard.scorers.redacted import contains_fingerprint
 from tracecard.scorers.suite import Task
 from tracecard.traces.models import ScoreRow
 from tracecard.viewer.story import ArgumentsOf
@@ -143,6 +144,10 @@ class _Builder:
                     seen: Any = "(no call)"
                 else:  # "?": the call's arguments were not read or could not be parsed
                     seen = observed.get(name, "(absent)") if observed is not None else "?"
+                if contains_fingerprint(seen) and expected and name in expected.arguments:
+                    # the call's value is stored only as its fingerprint: the page shows no
+                    # clear value beside it, the suite's included (docs/proxy.md, redaction)
+                    wanted = "(the suite's value, compared by its fingerprint)"
                 table.rows.append(
                     Row([Cell(name), Cell(wanted), Cell(_text(seen))], ok, note="; ".join(failing))
                 )
