@@ -54,6 +54,8 @@ def _show(args: argparse.Namespace, console: Console) -> int:
         console.print(table)
     for worker in cells["workers"]:
         state = "stopped" if worker["stopped"] else f"{worker['running']} running"
+        if worker["recovered_by"]:  # silent, and its cells were taken over
+            state = f"lost, its cells recovered by {worker['recovered_by']}"
         console.print(
             f"worker {worker['id']} on {worker['host']}: {state}, "
             f"heartbeat {worker['heartbeat_age_s']:.0f}s ago"
