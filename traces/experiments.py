@@ -13,7 +13,13 @@ from tracecard.traces.models import ExperimentRow, RunRow, ScoreRow, SuiteRow, V
 from tracecard.traces.store import Store
 from tracecard.traces.verdicts import verdicts_for_runs
 
-__all__ = ["INFRA_REASONS", "StoredExperiment", "stored_experiment", "superseded"]
+__all__ = [
+    "INFRA_REASONS",
+    "StoredExperiment",
+    "reattempts",
+    "stored_experiment",
+    "superseded",
+]
 
 # Why a run ended that is the infrastructure's fault, not the agent's (`runs.end_reason`): set by
 # the durable jobs (tracecard.server.jobs); such a run is never scored as the agent's.
@@ -36,7 +42,8 @@ class StoredExperiment:
 def stored_experiment(store: Store, experiment: ExperimentRow) -> StoredExperiment:
     """Everything the experiment's scorecard needs, in four queries."""
     runs = [r for r in queries.experiment_runs(store, experiment.id) if r.task_id]
-    replaced = superseded(runs)  # earlier attempts of a cell, and attempts lost to the workers
+    # earlier attempts of a cell, and attempts lost to the workers
+    replaced = superseded(runs, reattempts(store, experiment.id))
     runs = [r for r in runs if r.id not in replaced]
     ids = [r.id for r in runs]
     return StoredExperiment(
@@ -48,9 +55,24 @@ def stored_experiment(store: Store, experiment: ExperimentRow) -> StoredExperime
     )
 
 
-def superseded(runs: list[RunRow]) -> set[str]:
-    """Runs the scorecard leaves out: any attempt lost to the infrastructure, and every attempt
-    of a cell (task, trial) but its latest completed one (a rerun replaces what it reruns)."""
+def reattempts(store: Store, experiment_id: str) -> set[str]:
+    """Runs the durable jobs made as a cell's second or later attempt (`job_attempts`)."""
+    from sqlmodel import col, select
+
+    from tracecard.traces.models import JobAttemptRow
+
+    rows = JobAttemptRow
+    query = select(rows.run_id).where(
+        col(rows.experiment_id) == experiment_id, col(rows.attempt) > 1
+    )
+    with store.session() as session:
+        return set(session.scalars(query))
+
+
+def superseded(runs: list[RunRow], later: set[str] | None = None) -> set[str]:
+    """Runs the scorecard leaves out: any attempt lost to the infrastructure, and, in a cell
+    (task, trial) that the jobs attempted again (a run in `later`), every attempt but its latest
+    completed one (a rerun replaces what it reruns). Runs made otherwise all count."""
     by_cell: dict[tuple[str | None, int], list[RunRow]] = {}
     for run in runs:
         by_cell.setdefault((run.task_id, run.trial), []).append(run)
@@ -58,7 +80,7 @@ def superseded(runs: list[RunRow]) -> set[str]:
     for cell in by_cell.values():
         out.update(r.id for r in cell if r.end_reason in INFRA_REASONS)
         kept = sorted((r for r in cell if r.end_reason not in INFRA_REASONS), key=_created)
-        if len(kept) > 1:
+        if len(kept) > 1 and any(r.id in (later or set()) for r in kept):
             latest = ([r for r in kept if r.status in _FINAL] or kept)[-1]
             out.update(r.id for r in kept if r.id != latest.id)
     return out

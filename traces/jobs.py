@@ -10,7 +10,7 @@ from typing import Any
 from sqlmodel import col, select
 
 from tracecard.traces import queries
-from tracecard.traces.experiments import INFRA_REASONS, superseded
+from tracecard.traces.experiments import INFRA_REASONS, reattempts, superseded
 from tracecard.traces.models import JobAttemptRow, JobWorkerRow, RunRow
 from tracecard.traces.store import Store
 
@@ -84,7 +84,7 @@ def experiment_cells(store: Store, experiment_id: str) -> dict[str, Any]:
         raise LookupError(f"no experiment with id {experiment_id!r}")
     runs = [r for r in queries.experiment_runs(store, experiment_id) if r.task_id]
     attempts = cell_attempts(store, experiment_id)
-    replaced = superseded(runs)
+    replaced = superseded(runs, reattempts(store, experiment_id))
     latest: dict[tuple[str, int], RunRow] = {}
     for run in sorted(runs, key=lambda r: r.created_at):
         key = (run.task_id or "", run.trial)
