@@ -89,15 +89,6 @@ def _start_requirements(url: str, out: Path) -> subprocess.Popen[str]:
 
 
 _RESULT_DIR = re.compile(r"^server-(.+)-\d{4}-\d{2}-\d{2}T")
-# the stdio bridge's subscriptions/listen is #22 item 2 (engineer "stdio"): until it lands these
-# checks of server-stateless are skipped through the bridge (never failed)
-_LISTEN = {
-    "sep-2575-server-sends-subscription-ack",
-    "sep-2575-server-tags-subscription-id",
-    "sep-2575-server-honors-notification-filter",
-    "sep-2575-server-sends-prompts-list-changed-on-subscription",
-    "sep-2575-server-sends-tools-list-changed-on-subscription",
-}
 
 
 def _checks(running: subprocess.Popen[str], out: Path) -> dict[str, str]:
@@ -131,7 +122,6 @@ def test_the_2026_07_28_requirements_end_the_same_through_tracecard(tmp_path: Pa
         key: (status, checks["stdio"].get(key))
         for key, status in direct.items()
         if checks["stdio"].get(key) != status
-        and not (key.split("/")[1].split("#")[0] in _LISTEN and checks["stdio"][key] == "SKIPPED")
     }
     assert differ == {} and checks["stdio"].keys() == direct.keys()
     scenarios = {key.split("/")[0] for key in direct}

@@ -10,7 +10,9 @@ import asyncio
 import json
 import sys
 
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.stdio import stdio_server
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
@@ -136,9 +138,25 @@ async def ask_name(ctx: Context) -> str:
     return f"{answer.action}: {answer.data.name if answer.data else ''}"
 
 
+async def _run_stdio() -> None:
+    """`server.run("stdio")`, declaring the list changes its HTTP mode declares.
+
+    At 2026-07-28 (HTTP, `server/discover`) the SDK derives `listChanged` from serving
+    `subscriptions/listen`: true for tools, prompts and resources. Over stdio it speaks the session
+    protocol, where `listChanged` comes from `NotificationOptions` (all false by default), so
+    through tracecard's stdio bridge the same server would offer no list changes to listen to.
+    """
+    lowlevel = server._lowlevel_server  # noqa: SLF001 (run_stdio_async takes no options)
+    changes = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+    async with stdio_server() as (read_stream, write_stream):
+        await lowlevel.run(
+            read_stream, write_stream, lowlevel.create_initialization_options(changes)
+        )
+
+
 def main() -> None:
     if sys.argv[1] == "stdio":
-        server.run("stdio")
+        asyncio.run(_run_stdio())
         return
     port = int(sys.argv[1])
     server.run(
