@@ -88,3 +88,23 @@ def settings(sqlite_url: str, tmp_path: Path) -> Settings:
         sandbox_root=str(tmp_path / "sandboxes"),
         recording={"batch_delay_ms": 50},
     )
+
+
+# The slowest files start first: scripts/test runs two workers, one file each at a time, and a
+# long file that starts last is a tail with one core idle. Measured with --durations (2026-12-03).
+SLOW_FIRST = (
+    "tests/test_fresh_clone.py",
+    "tests/server/test_conformance.py",
+    "tests/server/test_workers.py",
+    "tests/test_package.py",
+    "tests/server/test_demo.py",
+    "tests/test_quickstart_walkthrough.py",
+    "tests/server/test_run_cli.py",
+    "tests/server/test_audit.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: index for index, path in enumerate(SLOW_FIRST)}
+    # a stable sort by file: every other file keeps its place, a file's tests stay together
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))

@@ -3,6 +3,7 @@ client, duration; written on the run's row when it ends, computed on the fly whi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -117,10 +118,12 @@ def summarize_runs(store: Store, runs: Sequence[RunRow]) -> dict[str, RunSummary
 
 
 def end_run(
-    store: Store, run_id: str, client: str | None = None, **fields: Any
+    store: Store, run_id: str, client: str | None = None, *, finish: bool = False, **fields: Any
 ) -> tuple[RunRow, RunSummary] | None:
     """Write the run's summary (and `fields`: status, end reason, ...) on its row; None if no
-    such run. `client` is what the proxy saw, kept over what the spans say."""
+    such run. `client` is what the proxy saw, kept over what the spans say. With `finish`, the
+    same write sets `finished_at` to its last span's end (else now), so no reader sees a
+    finished run without its end."""
     run = store.get_run(run_id)
     if run is None:
         return None
@@ -137,6 +140,9 @@ def end_run(
         values["started_at"] = datetime.fromtimestamp(summary.first_ns / 1e9, UTC)
     elif run.started_at is None:  # as the root span says: the first message, else creation
         values["started_at"] = run.created_at
+    if finish:
+        last = summary.last_ns or time.time_ns()
+        values["finished_at"] = datetime.fromtimestamp(last / 1e9, UTC)
     values.update(fields)
     updated = store.update_run(run_id, **values)
     assert updated is not None

@@ -465,6 +465,12 @@ def register(sub: Any) -> None:
         help="enqueue the cells for `tracecard worker` processes on --db and follow progress",
     )
     run.add_argument("--tags", help="with --queue: only workers with this tag take the cells")
-    run.add_argument("--follow-interval", type=float, default=1.0, help=argparse.SUPPRESS)
+    run.add_argument(
+        "--follow-interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="with --queue: seconds between progress lines (default 1)",
+    )
     add_replay_arguments(run)
     run.set_defaults(handler=_run)

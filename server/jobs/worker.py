@@ -141,7 +141,7 @@ def register(sub: Any) -> None:
     worker.add_argument("--db", help="the database (postgresql://... for several machines)")
     worker.add_argument("--config", help="tracecard.toml: upstreams, [limits]")
     worker.add_argument(
-        "--concurrency", type=int, default=4, help="cells at a time on each worker (default 4)"
+        "--concurrency", type=int, default=4, help="runs at a time on this worker (default 4)"
     )
     worker.add_argument("--tags", help="comma-separated: also take cells enqueued with these tags")
     worker.add_argument("--port", type=int, default=0, help="this worker's proxy port (0: any)")

@@ -10,7 +10,6 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 
 import anyio.to_thread
 
@@ -102,16 +101,20 @@ def _write_end(
     runtime: Runtime, info: RunInfo, reason: str
 ) -> tuple[RunRow, int | None, int | None] | None:
     """The ended run's row: finished, its summary, search document (a worker thread)."""
-    ended = end_run(runtime.store, info.id, client_label(info.client), status="finished")
+    # one write: a reader never sees the run finished without its reason and end
+    ended = end_run(
+        runtime.store,
+        info.id,
+        client_label(info.client),
+        finish=True,
+        status="finished",
+        end_reason=reason,
+    )
     if ended is None:
         return None
-    _row, summary = ended
-    finished = summary.last_ns or time.time_ns()
-    row = runtime.store.update_run(
-        info.id, end_reason=reason, finished_at=datetime.fromtimestamp(finished / 1e9, UTC)
-    )
+    row, summary = ended
     index_runs(runtime.store, [info.id])
-    return (row or _row), summary.first_ns, summary.last_ns
+    return row, summary.first_ns, summary.last_ns
 
 
 @asynccontextmanager
