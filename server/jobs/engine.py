@@ -12,7 +12,9 @@ Where DBOS keeps its state (decided here, documented in docs/workers.md):
 from __future__ import annotations
 
 import atexit
+import logging
 import os
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -77,6 +79,17 @@ def launched_url() -> str | None:
     return url
 
 
+def _console_to_current_stderr() -> None:
+    """DBOS's console log handler keeps the `sys.stderr` of the process's first launch, and
+    each launch flushes it: once that stream is closed (a test's captured stderr, an embedding
+    app's swapped stream), every later launch failed with "I/O operation on closed file"."""
+    for handler in logging.getLogger("dbos").handlers:
+        ours = handler.name == "__dbos_console_log_handler__"  # dbos/_logger.py's own
+        if ours and isinstance(handler, logging.StreamHandler) and handler.stream is not sys.stderr:
+            with handler.lock or threading.RLock():
+                handler.stream = sys.stderr  # not setStream: it flushes the old stream first
+
+
 def launch(
     system_url: str,
     executor: str,
@@ -97,6 +110,7 @@ def launch(
             return
         if _state["url"] is not None:
             _destroy()
+        _console_to_current_stderr()
         url = make_url(system_url)
         if url.get_backend_name() == "sqlite" and url.database:
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
