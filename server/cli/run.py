@@ -30,14 +30,17 @@ from tracecard.server.cli.common import (
 )
 from tracecard.server.cli.environment import add_replay_arguments, faults_body, replay_body
 from tracecard.server.cli.run_auto import check_auto, rounds_until_decided, trials_value
+from tracecard.server.cli.run_output import (
+    failed_runs,
+    print_summary,
+    run_summary_json,
+    warn_about_otel_endpoint,
+)
 from tracecard.server.orchestration.agents import AgentRunner, CommandAgent
 from tracecard.server.orchestration.embedded import embedded_server
 from tracecard.server.orchestration.orchestrator import RunOutcome
 from tracecard.server.orchestration.summary import (
     RunProgress,
-    failures_table,
-    scorecard_table,
-    status_line,
 )
 from tracecard.server.runs.service import RunError
 
@@ -153,19 +156,6 @@ async def _cancel_on_sigterm(work: Coroutine[Any, Any, T]) -> T:
             loop.remove_signal_handler(signal.SIGTERM)
 
 
-def print_summary(
-    console: Console, client: TracecardClient, experiment_id: str, outcomes: list[RunOutcome]
-) -> dict[str, Any]:
-    """The scorecard table, the statuses and flags, the runs that failed to run, the URLs."""
-    card: dict[str, Any] = client.scorecard(experiment_id)
-    console.print(scorecard_table(card))
-    console.print(status_line(card))
-    failures = failures_table(outcomes)
-    if failures is not None:
-        console.print(failures)
-    return card
-
-
 def _looks_like_config(value: str) -> bool:
     return value.endswith(".toml") or Path(value).is_file()
 
@@ -224,52 +214,6 @@ def _agent_argv(args: argparse.Namespace) -> list[str]:
 
 def _work_root(args: argparse.Namespace) -> Path:
     return Path(args.work_dir or Path(".tracecard") / "agent-runs")
-
-
-def warn_about_otel_endpoint(server_url: str) -> None:
-    """An agent keeps an OTEL_EXPORTER_OTLP_ENDPOINT it already has: say where its spans go."""
-    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
-        value = os.environ.get(name)
-        if value and not value.rstrip("/").startswith(server_url.rstrip("/")):
-            warn(
-                f"{name}={value} is set: an OpenTelemetry-instrumented agent sends its own spans "
-                f"there, not to tracecard; unset it, or export to {server_url}/v1/traces "
-                "(TRACECARD_OTLP_ENDPOINT) too"
-            )
-
-
-def failed_runs(outcomes: list[RunOutcome]) -> list[RunOutcome]:
-    """Runs that errored, timed out or could not start (or could not be finished)."""
-    return [o for o in outcomes if o.status in ("errored", "timed_out") or o.finish_error]
-
-
-def run_summary_json(
-    card: dict[str, Any], outcomes: list[RunOutcome], client: TracecardClient, code: int
-) -> dict[str, Any]:
-    """What `tracecard run --json` prints: the experiment id, the statuses, the numbers."""
-    experiment_id = card["experiment"]["id"]
-    statuses: dict[str, int] = {}
-    for run in card["runs"]:
-        statuses[run["status"]] = statuses.get(run["status"], 0) + 1
-    return {
-        "experiment_id": experiment_id,
-        "config": card["experiment"]["config"].get("name"),
-        "suite": card["suite"]["name"],
-        "runs": len(card["runs"]),
-        "statuses": statuses,
-        "failed_runs": [
-            {"run_id": o.run.id, "task_id": o.run.task_id, "status": o.status}
-            for o in failed_runs(outcomes)
-        ],
-        "components": {
-            c["component"]: {k: c.get(k) for k in ("pass_rate", "mean", "flip", "n_tasks")}
-            for c in card["components"]
-        },
-        "flags": card.get("flags", {}),
-        "scorecard_url": f"{client.base_url}/api/experiments/{experiment_id}/scorecard.json",
-        "viewer_url": client.viewer_url(experiment_id),
-        "exit_code": code,
-    }
 
 
 def _run(args: argparse.Namespace) -> int:

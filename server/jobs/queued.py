@@ -64,7 +64,7 @@ def run_queued(
 ) -> int:
     """Enqueue every cell, follow until all ended, print the scorecard; the exit code."""
     from tracecard.server.cli.common import print_json
-    from tracecard.server.cli.run import print_summary, run_summary_json
+    from tracecard.server.cli.run_output import print_summary, run_summary_json
     from tracecard.server.jobs.engine import system_database_url
     from tracecard.server.jobs.enqueue import enqueue_cells, follow
     from tracecard.server.jobs.limits import cell_queue

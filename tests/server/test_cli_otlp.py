@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
 from tests.support.tracecard import await_flush, running_tracecard
 from tracecard.client import RunHandle
-from tracecard.server.cli.run import warn_about_otel_endpoint
+from tracecard.server.cli.run_output import warn_about_otel_endpoint
 from tracecard.server.orchestration.agents import agent_environment
 from tracecard.server.settings import Settings
 from tracecard.traces.store import Store
