@@ -28,7 +28,7 @@ Line = tuple[str, bytes, int]  # direction, raw line, time seen (ns)
 
 
 def _pump(source: int, sink: int, direction: str, lines: queue.Queue[Line | None]) -> None:
-    """Copy bytes from `source` to `sink` as they come; queue each complete line."""
+    """Copy bytes from `source` to `sink` as they come; queue each complete line first."""
     pending = b""
     while True:
         try:
@@ -37,13 +37,9 @@ def _pump(source: int, sink: int, direction: str, lines: queue.Queue[Line | None
             chunk = b""
         if not chunk:
             break
-        view = memoryview(chunk)
-        while view:
-            try:
-                written = os.write(sink, view)
-            except (BrokenPipeError, OSError):
-                return
-            view = view[written:]
+        # Lines are queued before their bytes are passed on: the answer to a request cannot
+        # then be queued (by the other direction's thread) ahead of the request itself, which
+        # would leave the call unanswered in the recording.
         pending += chunk
         if b"\n" in pending:
             *complete, pending = pending.split(b"\n")
@@ -52,6 +48,13 @@ def _pump(source: int, sink: int, direction: str, lines: queue.Queue[Line | None
                 if line.strip():
                     with contextlib.suppress(queue.Full):
                         lines.put_nowait((direction, line, now))
+        view = memoryview(chunk)
+        while view:
+            try:
+                written = os.write(sink, view)
+            except (BrokenPipeError, OSError):
+                return
+            view = view[written:]
 
 
 class WrapRecorder:

@@ -142,3 +142,35 @@ def test_wrap_without_a_command_is_an_error() -> None:
         input=b"",
     )
     assert done.returncode == 127 and b"cannot start" in done.stderr
+
+
+def test_a_line_is_queued_before_its_bytes_reach_the_other_side() -> None:
+    """The answer to a request is read by the other direction's thread as soon as the server
+    sees the request; if the request were queued after it was passed on, the answer could be
+    queued first and the call recorded as unanswered (CI saw this under load)."""
+    import os
+    import queue
+    import threading
+
+    from tracecard.server.cli.wrap import AGENT_TO_SERVER, Line, _pump
+
+    source_r, source_w = os.pipe()
+    sink_r, sink_w = os.pipe()
+    lines: queue.Queue[Line | None] = queue.Queue()
+    pump = threading.Thread(
+        target=_pump, args=(source_r, sink_w, AGENT_TO_SERVER, lines), daemon=True
+    )
+    pump.start()
+    queued_when_seen: list[int] = []
+    for n in range(200):
+        os.write(source_w, b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % n)
+        received = b""
+        while not received.endswith(b"\n"):
+            received += os.read(sink_r, 65536)
+        queued_when_seen.append(lines.qsize())
+        lines.get(timeout=5)
+    os.close(source_w)
+    pump.join(timeout=10)
+    for fd in (source_r, sink_r, sink_w):
+        os.close(fd)
+    assert queued_when_seen == [1] * 200
