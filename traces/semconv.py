@@ -104,6 +104,8 @@ PROBE_VALUE: Final = "tracecard.probe.value"  # JSON text: what the probe observ
 PROBE_ERROR: Final = "tracecard.probe.error"  # why a probe could not run
 TURN_INDEX: Final = "tracecard.turn.index"  # int, 0-based: turn spans and their verifier spans
 TURN_USER: Final = "tracecard.turn.user"  # on a turn span: the user message handed out
+# a verifier span named so tells an upstream that a turn began (server/evaluation/turn_notice.py)
+TURN_NOTICE_SPAN: Final = "turn notice"
 SANDBOX_PATH: Final = "tracecard.sandbox"  # on the root span: the run's sandbox directory
 FINAL_ANSWER: Final = "tracecard.final_answer"  # on the root span, set at finish
 RUN_STATUS: Final = "tracecard.run.status"

@@ -4,8 +4,10 @@ trace page.
 User turns, the model's messages where the `/llm/` proxy recorded them (viewer.conversation),
 each tool call the agent made with its arguments and a readable result, errors, in time order;
 then the checks tracecard itself ran (outcome probes: verifier spans), apart from the agent's
-calls. Only the first `MAX_CALLS` calls are read with their payloads (the waterfall lists every
-span), so a 5,000-span trace costs one bounded query here.
+calls. Turn notices (tracecard telling an upstream a turn began) are verifier spans too, but
+not checks: they stand in the transcript where the turn began, labelled as what they are.
+Only the first `MAX_CALLS` calls are read with their payloads (the waterfall lists every span),
+so a 5,000-span trace costs one bounded query here.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from tracecard.traces.models import RunRow, SpanRow
 from tracecard.traces.store import Store, span_row_to_dict
 from tracecard.viewer.conversation import ModelView, TranscriptEntry
 from tracecard.viewer.payloads import Image, fitted, parse_json_text, readable_result
-from tracecard.viewer.trace_view import span_error
+from tracecard.viewer.trace_view import is_turn_notice, span_error
 
 MAX_CALLS: Final = 60  # agent calls read with payloads for the transcript
 MAX_CHECKS: Final = 40  # verifier spans read for the checks list
@@ -33,7 +35,8 @@ ArgumentsOf = Callable[[str], dict[str, Any] | None]  # span id -> the call's ar
 class StoryEntry:
     """One line of the transcript."""
 
-    kind: str  # user | assistant | reasoning | refusal | asks | call | tool | model_error | other
+    # user | assistant | reasoning | refusal | asks | call | tool | model_error | notice | other
+    kind: str
     who: str  # "user", "model", "agent called lookup_order", ...
     text: str
     span_id: str
@@ -156,6 +159,26 @@ def check_entry(span: dict[str, Any]) -> StoryEntry:
     )
 
 
+def notice_entry(span: dict[str, Any]) -> StoryEntry:
+    """A turn notice: tracecard told an upstream that a turn began (server/evaluation/turn_notice),
+    a step of the turn handout, shown where it happened: not a check and not the agent's call."""
+    attributes = span.get("attributes") or {}
+    turn = attributes.get(sc.TURN_INDEX)
+    upstream = attributes.get(sc.UPSTREAM) or "the upstream"
+    tool = attributes.get(sc.GEN_AI_TOOL_NAME)
+    return StoryEntry(
+        kind="notice",
+        who="turn notice" + (f": turn {turn} begins" if turn is not None else ""),
+        text=f"tracecard told {upstream}"
+        + (f" with {tool}" if tool else "")
+        + " (the agent neither sees nor calls it)",
+        span_id=str(span["span_id"]),
+        at_ns=int(span.get("start_time_unix_nano") or 0),
+        error=span_error(span),
+        duration_ns=_duration(span),
+    )
+
+
 def _model_entry(entry: TranscriptEntry, model: ModelView) -> StoryEntry | None:
     if entry.kind == "tool_result" and entry.call_id in model.executed:
         return None  # the executed call shows its result itself
@@ -196,6 +219,10 @@ def _turn_entry(span: dict[str, Any]) -> StoryEntry | None:
     )
 
 
+def _is_notice(span: dict[str, Any]) -> bool:
+    return is_turn_notice(span.get("name"), (span.get("attributes") or {}).get(sc.ROLE))
+
+
 def _is_tool_call(span: dict[str, Any]) -> bool:
     """An agent tool call tracecard observed, from the outline (role and tool name columns)."""
     attributes = span.get("attributes") or {}
@@ -224,17 +251,17 @@ def build_story(
         if total > MAX_CALLS:
             story.more_from = call_ids[MAX_CALLS]
         verifier = [
-            s["span_id"]
-            for s in outline
-            if (s.get("attributes") or {}).get(sc.ROLE) == sc.ROLE_VERIFIER
-        ][:MAX_CHECKS]
+            s for s in outline if (s.get("attributes") or {}).get(sc.ROLE) == sc.ROLE_VERIFIER
+        ]
+        notices = [s["span_id"] for s in verifier if _is_notice(s)]
+        checks = [s["span_id"] for s in verifier if not _is_notice(s)][:MAX_CHECKS]
         turns = [
             s["span_id"]
             for s in outline
             if str(s.get("name") or "").startswith("turn ")
             and sc.ROLE not in (s.get("attributes") or {})
         ]
-        wanted = [*call_ids[:MAX_CALLS], *verifier, *turns, run.root_span_id]
+        wanted = [*call_ids[:MAX_CALLS], *checks, *notices, *turns, run.root_span_id]
         spans = sorted(
             spans_by_id(store, wanted),
             key=lambda s: (s["start_time_unix_nano"], s["span_id"]),
@@ -245,7 +272,9 @@ def build_story(
     for span in spans:
         attributes = span.get("attributes") or {}
         if attributes.get(sc.ROLE) == sc.ROLE_VERIFIER:
-            if len(story.checks) < MAX_CHECKS:
+            if _is_notice(span):
+                story.entries.append(notice_entry(span))
+            elif len(story.checks) < MAX_CHECKS:
                 story.checks.append(check_entry(span))
             continue
         entry = call_entry(span, span["span_id"] in requested)

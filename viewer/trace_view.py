@@ -74,8 +74,13 @@ class SpanLine:
         return f"d{min(self.depth, MAX_DEPTH_CLASS)}"
 
     @property
+    def is_notice(self) -> bool:
+        """A turn notice: tracecard told an upstream that a turn began (not a check of state)."""
+        return is_turn_notice(self.name, self.role)
+
+    @property
     def kind(self) -> str:
-        """ "agent", "model", "verifier", "error" or "call": how the bar is drawn."""
+        """ "agent", "model", "notice", "verifier", "error" or "call": how the bar is drawn."""
         if self.error:
             return "error"
         if self.model_chip is not None:
@@ -84,6 +89,8 @@ class SpanLine:
             return "agent"
         if self.turn_user is not None:
             return "turn"
+        if self.is_notice:
+            return "notice"
         return "verifier" if self.role == sc.ROLE_VERIFIER else "call"
 
     @property
@@ -129,6 +136,11 @@ def _event_marks(events: Any) -> list[tuple[int, str]]:
         for e in events
         if isinstance(e, dict)
     ]
+
+
+def is_turn_notice(name: Any, role: Any) -> bool:
+    """Whether a span (by name and `tracecard.role`) is a turn notice (traces/semconv)."""
+    return bool(role == sc.ROLE_VERIFIER and name == sc.TURN_NOTICE_SPAN)
 
 
 def span_error(span: dict[str, Any]) -> str | None:
@@ -187,8 +199,10 @@ def _tree_order(spans: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], i
     for span in spans:
         parent = span.get("parent_span_id")
         key = parent if parent in known and parent != span["span_id"] else None
-        # tracecard's own checks (verifier spans) follow the agent's calls under each parent
-        is_check = (span.get("attributes") or {}).get(sc.ROLE) == sc.ROLE_VERIFIER
+        # tracecard's own checks (verifier spans) follow the agent's calls under each parent; a
+        # turn notice opens its turn, so it stays in time order
+        role = (span.get("attributes") or {}).get(sc.ROLE)
+        is_check = role == sc.ROLE_VERIFIER and not is_turn_notice(span.get("name"), role)
         (checks if is_check else children)[key].append(span)
     for key, found in checks.items():
         children[key].extend(found)

@@ -69,7 +69,12 @@ def _chips(line: SpanLine) -> str:
     if line.turn_user is not None:
         user = escape(line.turn_user if len(line.turn_user) <= 120 else line.turn_user[:117] + "…")
         chips.append(f'<span class="chip turn" title="the user message of this turn">{user}</span>')
-    if line.role == "verifier":
+    if line.is_notice:
+        chips.append(
+            '<span class="chip notice" title="tracecard told the upstream that a turn began: '
+            'not the agent\'s call, and not a check of the outcome">turn notice</span>'
+        )
+    elif line.role == "verifier":
         chips.append(
             '<span class="chip check" title="an outcome probe tracecard ran, not the agent">'
             "check</span>"
@@ -84,7 +89,9 @@ def _chips(line: SpanLine) -> str:
 
 
 def _label(line: SpanLine) -> str:
-    """A row's name: tracecard's checks say so instead of looking like the agent's calls."""
+    """A row's name: tracecard's checks and turn notices say so, not looking like agent calls."""
+    if line.is_notice:
+        return f"turn notice: {line.tool}" if line.tool else line.name
     if line.role == "verifier":
         return f"check: {line.tool or line.name}"
     return line.name

@@ -36,7 +36,7 @@ __all__ = ["TURN_NOTICE_SPAN", "notice_turn"]
 
 log = logging.getLogger(__name__)
 
-TURN_NOTICE_SPAN = "turn notice"
+TURN_NOTICE_SPAN = sc.TURN_NOTICE_SPAN  # the viewer labels these spans by it
 # (upstream, tool, arguments) -> the CallToolResult as a dict; raises when it cannot be reached
 CallTool = Callable[[str, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 
