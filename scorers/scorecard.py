@@ -42,8 +42,10 @@ __all__ = [
 
 # 2: the named statistics: a task's `mean` (was `mean_value`); per component `pass_rate`, `mean`,
 # `pass_at_k`, `pass_hat_k` and `flip` each as {value, low, high, n_tasks} (were flat `mean`,
-# `low`, `high`, `pass_rate`, `flip_rate`); runs carry calls, tokens and the first failure
-SCORECARD_SCHEMA_VERSION = 2
+# `low`, `high`, `pass_rate`, `flip_rate`); runs carry calls, tokens and the first failure.
+# 3: the optional `robustness` section (replay, faults, with faults vs without): a version-2
+# reader refuses a document that has it, so it is a new version (docs/scorecards.md)
+SCORECARD_SCHEMA_VERSION = 3
 
 
 class _Model(BaseModel):

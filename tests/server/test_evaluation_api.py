@@ -152,7 +152,7 @@ async def test_suite_experiment_finish_scorecard_and_rescore(app_settings: Setti
         card_response = await client.get(f"/api/experiments/{experiment['id']}/scorecard.json")
         card = card_response.json()
         assert card_response.status_code == 200, card_response.text
-        assert card["schema_version"] == 2
+        assert card["schema_version"] == 3
         rows = list(
             csv.DictReader(
                 io.StringIO(
