@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from .infra import Infrastructure
 from .registry import component_key
 from .repeats import (
     DEFAULT_RESAMPLES,
@@ -42,9 +43,8 @@ __all__ = [
 
 # 2: the named statistics: a task's `mean` (was `mean_value`); per component `pass_rate`, `mean`,
 # `pass_at_k`, `pass_hat_k` and `flip` each as {value, low, high, n_tasks} (were flat `mean`,
-# `low`, `high`, `pass_rate`, `flip_rate`); runs carry calls, tokens and the first failure.
-# 3: the optional `robustness` section (replay, faults, with faults vs without): a version-2
-# reader refuses a document that has it, so it is a new version (docs/scorecards.md)
+# `low`, `high`, `pass_rate`, `flip_rate`); runs carry calls, tokens and the first failure
+# 3: optional `robustness` and `infra`; a run's `attempt` at its cell (2's reader reads it all)
 SCORECARD_SCHEMA_VERSION = 3
 
 
@@ -67,6 +67,9 @@ class RunRecord(_Model):
     calls: int | None = None  # the agent's tool calls (efficiency's count), when scored
     input_tokens: int | None = None  # over its model turns, when it had any
     output_tokens: int | None = None
+    # which attempt at its cell (task, trial) this is, when the durable jobs ran it: the
+    # scorecard uses each cell's latest completed attempt (None: a run made otherwise)
+    attempt: int | None = None
 
     def first_failure(self) -> str | None:
         """`component: reason` of the first component that failed (in component order), for CI
@@ -202,6 +205,8 @@ class Scorecard(_Model):
     runs: list[RunRecord]
     # replay and faults (docs/replay.md, "Robustness"): only when the experiment had them
     robustness: Robustness | None = None
+    # attempts lost to the infrastructure: only when there were some
+    infra: Infrastructure | None = None
 
     def summary(self, component: str) -> ComponentSummary | None:
         """The per-component summary, if that component was scored."""
@@ -331,8 +336,10 @@ def build_scorecard(
     *,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    infra: Infrastructure | None = None,
 ) -> Scorecard:
-    """Aggregate scored runs of one experiment on `suite` into a scorecard."""
+    """Aggregate scored runs of one experiment on `suite` into a scorecard (`infra`: what the
+    infrastructure lost, counted apart)."""
     records = [r if isinstance(r, RunRecord) else RunRecord.model_validate(r) for r in runs]
     judged = [v if isinstance(v, Verdict) else Verdict.model_validate(v) for v in verdicts]
     known = {task.id for task in suite.tasks}
@@ -372,4 +379,5 @@ def build_scorecard(
         flags=dict(sorted(flags.items())),
         agreement=_agreement(records, judged),
         runs=records,
+        infra=infra,
     )

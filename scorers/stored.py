@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from .infra import infrastructure
 from .repeats import DEFAULT_RESAMPLES
 from .scorecard import RunRecord, Scorecard, Verdict, build_scorecard
 from .suite import Suite, Task
@@ -52,7 +53,7 @@ def _count(evidence: dict[str, object], key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _record(run: RunRow, scores: list[ScoreRow]) -> RunRecord:
+def _record(run: RunRow, scores: list[ScoreRow], attempt: int | None = None) -> RunRecord:
     # calls and tokens as the efficiency scorer counted them (agent calls, model turns)
     process = next((s.evidence for s in scores if s.component == "efficiency"), {}) or {}
     return RunRecord(
@@ -72,6 +73,7 @@ def _record(run: RunRow, scores: list[ScoreRow]) -> RunRecord:
         calls=_count(process, "calls"),
         input_tokens=_count(process, "input_tokens"),
         output_tokens=_count(process, "output_tokens"),
+        attempt=attempt,
     )
 
 
@@ -92,7 +94,14 @@ def scorecard_of(stored: StoredExperiment, resamples: int = DEFAULT_RESAMPLES) -
     return build_scorecard(
         _suite(stored),
         {"id": experiment.id, "config": {"name": experiment.config_name, **experiment.config}},
-        [_record(run, stored.scores.get(run.id, [])) for run in stored.runs],
+        [
+            _record(run, stored.scores.get(run.id, []), stored.attempts.get(run.id))
+            for run in stored.runs
+        ],
         verdicts,
         resamples=resamples,
+        infra=infrastructure(
+            ((str(r.task_id), r.trial, str(r.end_reason)) for r in stored.infra),
+            ((str(r.task_id), r.trial) for r in stored.runs),
+        ),
     )

@@ -34,8 +34,9 @@ def to_json(scorecard: Scorecard, base_url: str | None = None) -> bytes:
     """Scorecard JSON (schema in docs/scorecards.md), indented for diffs; each run with its
     verdict, first failure and viewer URL."""
     document = scorecard.model_dump(mode="json")
-    if document.get("robustness") is None:  # only an experiment with replay or faults has it
-        document.pop("robustness", None)
+    for optional in ("robustness", "infra"):  # only an experiment that had them has them
+        if document.get(optional) is None:
+            document.pop(optional, None)
     for run, record in zip(document["runs"], scorecard.runs, strict=True):
         run["verdict"] = record.verdict
         run["first_failure"] = record.first_failure()
@@ -46,22 +47,14 @@ def to_json(scorecard: Scorecard, base_url: str | None = None) -> bytes:
 _DERIVED_RUN_KEYS = ("verdict", "first_failure", "viewer_url")  # written by to_json, not read
 
 
-def _read_v3(document: dict[str, Any]) -> Scorecard:
+def _read_v2(document: dict[str, Any]) -> Scorecard:
     runs = [
         {k: v for k, v in run.items() if k not in _DERIVED_RUN_KEYS}
         if isinstance(run, dict)
         else run
         for run in document.get("runs") or []
     ]
-    current = {"schema_version": SCORECARD_SCHEMA_VERSION, "runs": runs}
-    return Scorecard.model_validate({**document, **current})
-
-
-def _read_v2(document: dict[str, Any]) -> Scorecard:
-    """Version 2: version 3 without `robustness` (an optional key that a version-2 reader
-    refuses, since a scorecard forbids unknown keys); the documents of last session's tracecard
-    that carried it without a bump are read too."""
-    return _read_v3(document)
+    return Scorecard.model_validate({**document, "runs": runs})
 
 
 def _v1_statistic(value: Any, n_tasks: int, low: Any = None, high: Any = None) -> dict[str, Any]:
@@ -106,15 +99,11 @@ def _read_v1(document: dict[str, Any]) -> Scorecard:
                 "flip": _v1_statistic(old.get("flip_rate"), len(judged)),
             }
         )
-    return _read_v2({**document, "components": summaries})
+    return _read_v2({**document, "schema_version": 2, "components": summaries})
 
 
 # One reader per schema version; an older reader converts to the current model.
-_READERS: dict[int, Callable[[dict[str, Any]], Scorecard]] = {
-    1: _read_v1,
-    2: _read_v2,
-    3: _read_v3,
-}
+_READERS: dict[int, Callable[[dict[str, Any]], Scorecard]] = {1: _read_v1, 2: _read_v2, 3: _read_v2}
 
 
 def read_scorecard_json(text: str | bytes) -> Scorecard:
@@ -276,6 +265,7 @@ def to_markdown(scorecard: Scorecard, base_url: str | None = None) -> str:
         f"Experiment `{_md(card.experiment.id)}`, suite version `{card.suite.version[:12]}`, "
         f"{len(card.runs)} runs. Each statistic is a mean over tasks with its 95% bootstrap "
         "interval; `pass_rate` = passing / evaluated runs (docs/scorecards.md).",
+        *_attempts_markdown(card),
         "",
         f"| component | pass_rate | mean | pass@{k} | pass^{k} | flip | tasks |",
         "|---|---|---|---|---|---|---|",
@@ -313,8 +303,35 @@ def to_markdown(scorecard: Scorecard, base_url: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _rate(value: float | None, sign: str = "") -> str:
-    return "–" if value is None else f"{value:{sign}.2f}"
+MAX_LISTED_CELLS = 10  # cells named in the Markdown's attempts lines; the JSON has every one
+
+
+def _listed(items: list[str]) -> str:
+    more = len(items) - MAX_LISTED_CELLS
+    return ", ".join(items[:MAX_LISTED_CELLS]) + (f" and {more} more" if more > 0 else "")
+
+
+def _attempts_markdown(card: Scorecard) -> list[str]:
+    """Which attempt of a cell was scored (when the jobs ran one more than once), and what the
+    infrastructure lost: counted apart, never as the agent's failures."""
+    lines: list[str] = []
+    later = [f"{_md(r.task_id)}#{r.trial} (attempt {r.attempt})" for r in card.runs
+             if r.attempt is not None and r.attempt > 1]  # fmt: skip
+    if later:
+        lines.append(
+            f"Each cell's latest completed attempt is scored; {len(later)} scored run(s) are a "
+            f"later attempt: {_listed(later)}."
+        )
+    if card.infra is not None:
+        lost = ", ".join(f"{n} {_md(reason)}" for reason, n in card.infra.attempts.items())
+        line = f"Infrastructure failures (not the agent's, not scored): {lost} attempt(s)"
+        if card.infra.cells:
+            line += (
+                f"; {len(card.infra.cells)} cell(s) with no completed attempt, missing from the "
+                f"statistics: {_listed([_md(c) for c in card.infra.cells])}"
+            )
+        lines.append(line + ".")
+    return ["", *lines] if lines else []
 
 
 def _robustness_markdown(card: Scorecard) -> list[str]:
@@ -333,18 +350,5 @@ def _robustness_markdown(card: Scorecard) -> list[str]:
             f"| {_md(t.task_id)} | {t.runs} | {t.faulted_runs} | {t.recovered_runs} | "
             f"{t.faulted_outcome_passed} |"
             for t in faulted
-        ]
-    paired = card.robustness.without_faults
-    if paired is not None:  # compare's per-task rows, A without faults, B with them
-        lines += [
-            "",
-            f"| task | {_md(paired.component)} without faults | with faults | with − without "
-            "| class |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {_md(t.task_id)} | {_rate(t.a)} | {_rate(t.b)} | {_rate(t.difference, '+')} | "
-            f"{t.cls} |"
-            for t in paired.tasks
         ]
     return lines

@@ -5,7 +5,7 @@ The scorecard itself is built by `tracecard.scorers.stored` (pure); this module 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from tracecard.traces import queries
@@ -16,6 +16,7 @@ from tracecard.traces.verdicts import verdicts_for_runs
 __all__ = [
     "INFRA_REASONS",
     "StoredExperiment",
+    "attempt_numbers",
     "reattempts",
     "stored_experiment",
     "superseded",
@@ -37,14 +38,19 @@ class StoredExperiment:
     runs: list[RunRow]
     scores: dict[str, list[ScoreRow]]
     verdicts: dict[str, list[VerdictRow]]
+    # the durable jobs' attempt number of each run they began (`job_attempts`), by run id
+    attempts: dict[str, int] = field(default_factory=dict)
+    # attempts lost to the infrastructure (`INFRA_REASONS`): left out of `runs`, counted apart
+    infra: list[RunRow] = field(default_factory=list)
 
 
 def stored_experiment(store: Store, experiment: ExperimentRow) -> StoredExperiment:
     """Everything the experiment's scorecard needs, in four queries."""
-    runs = [r for r in queries.experiment_runs(store, experiment.id) if r.task_id]
-    # earlier attempts of a cell, and attempts lost to the workers
-    replaced = superseded(runs, reattempts(store, experiment.id))
-    runs = [r for r in runs if r.id not in replaced]
+    every = [r for r in queries.experiment_runs(store, experiment.id) if r.task_id]
+    numbers = attempt_numbers(store, experiment.id)
+    # earlier attempts of a cell, and attempts lost to the infrastructure
+    replaced = superseded(every, {run for run, number in numbers.items() if number > 1})
+    runs = [r for r in every if r.id not in replaced]
     ids = [r.id for r in runs]
     return StoredExperiment(
         experiment=experiment,
@@ -52,21 +58,26 @@ def stored_experiment(store: Store, experiment: ExperimentRow) -> StoredExperime
         runs=runs,
         scores=store.scores_for_runs(ids),
         verdicts=dict(verdicts_for_runs(store, ids)),
+        attempts=numbers,
+        infra=[r for r in every if r.end_reason in INFRA_REASONS],
     )
 
 
-def reattempts(store: Store, experiment_id: str) -> set[str]:
-    """Runs the durable jobs made as a cell's second or later attempt (`job_attempts`)."""
+def attempt_numbers(store: Store, experiment_id: str) -> dict[str, int]:
+    """Run id -> its attempt at its cell, for the runs the durable jobs began (`job_attempts`)."""
     from sqlmodel import col, select
 
     from tracecard.traces.models import JobAttemptRow
 
     rows = JobAttemptRow
-    query = select(rows.run_id).where(
-        col(rows.experiment_id) == experiment_id, col(rows.attempt) > 1
-    )
+    query = select(rows.run_id, rows.attempt).where(col(rows.experiment_id) == experiment_id)
     with store.session() as session:
-        return set(session.scalars(query))
+        return {run_id: number for run_id, number in session.execute(query)}
+
+
+def reattempts(store: Store, experiment_id: str) -> set[str]:
+    """Runs the durable jobs made as a cell's second or later attempt (`job_attempts`)."""
+    return {run for run, number in attempt_numbers(store, experiment_id).items() if number > 1}
 
 
 def superseded(runs: list[RunRow], later: set[str] | None = None) -> set[str]:

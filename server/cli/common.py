@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # (imported when used: parsing a command's arguments loads no
 
 __all__ = [
     "EXIT_FAILED",
+    "EXIT_INFRA",
     "EXIT_USAGE",
     "UsageError",
     "add_common_flags",
@@ -35,6 +36,9 @@ __all__ = [
 
 EXIT_FAILED = 1  # the command ran and the answer is "no" (gate failed, a run errored, ...)
 EXIT_USAGE = 2  # the command could not do what was asked (bad flag, missing file, ...)
+# the infrastructure failed, not the agent (a worker lost, a sandbox or a per-run upstream that
+# never started): not an answer; resume or rerun the experiment (docs/workers.md)
+EXIT_INFRA = 3
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # Libraries that narrate at INFO (Alembic's plugin set-up, httpx's request lines): kept at
 # WARNING unless --log-level debug asks for everything.

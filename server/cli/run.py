@@ -21,7 +21,6 @@ from rich.console import Console
 
 from tracecard.client import ExperimentHandle, TracecardClient, TracecardError
 from tracecard.server.cli.common import (
-    EXIT_FAILED,
     UsageError,
     describe_db,
     print_json,
@@ -31,7 +30,7 @@ from tracecard.server.cli.common import (
 from tracecard.server.cli.environment import add_replay_arguments, faults_body, replay_body
 from tracecard.server.cli.run_auto import check_auto, rounds_until_decided, trials_value
 from tracecard.server.cli.run_output import (
-    failed_runs,
+    exit_code_of,
     print_summary,
     run_summary_json,
     warn_about_otel_endpoint,
@@ -290,18 +289,12 @@ def _run(args: argparse.Namespace) -> int:
                 f"database: {args.database} (later commands: tracecard export --experiment "
                 f"{experiment.id} --db {args.database})"
             )
-        failed = failed_runs(outcomes)
-        code = 0
         if interrupted:
             aborted = sum(1 for o in outcomes if o.status == "aborted")
             console.print(f"interrupted: kept the finished runs, aborted {aborted}")
             code = INTERRUPTED
-        elif len(failed) > args.max_failed_runs:
-            console.print(
-                f"{len(failed)} run(s) errored, timed out or could not start "
-                f"(--max-failed-runs {args.max_failed_runs}): exit {EXIT_FAILED}"
-            )
-            code = EXIT_FAILED
+        else:
+            code = exit_code_of(outcomes, args.max_failed_runs, console)
         if args.json:
             print_json(run_summary_json(card, outcomes, client, code))
         if interrupted:

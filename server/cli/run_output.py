@@ -10,11 +10,18 @@ from typing import Any
 from rich.console import Console
 
 from tracecard.client import TracecardClient
-from tracecard.server.cli.common import warn
+from tracecard.server.cli.common import EXIT_FAILED, EXIT_INFRA, warn
 from tracecard.server.orchestration.orchestrator import RunOutcome
 from tracecard.server.orchestration.summary import failures_table, scorecard_table, status_line
 
-__all__ = ["failed_runs", "print_summary", "run_summary_json", "warn_about_otel_endpoint"]
+__all__ = [
+    "exit_code_of",
+    "failed_runs",
+    "infra_runs",
+    "print_summary",
+    "run_summary_json",
+    "warn_about_otel_endpoint",
+]
 
 
 def print_summary(
@@ -43,8 +50,38 @@ def warn_about_otel_endpoint(server_url: str) -> None:
 
 
 def failed_runs(outcomes: list[RunOutcome]) -> list[RunOutcome]:
-    """Runs that errored, timed out or could not start (or could not be finished)."""
-    return [o for o in outcomes if o.status in ("errored", "timed_out") or o.finish_error]
+    """Runs that errored, timed out or could not start (or could not be finished), the
+    infrastructure's failures left out (`infra_runs`)."""
+    return [
+        o
+        for o in outcomes
+        if (o.status in ("errored", "timed_out") or o.finish_error) and o.end_reason is None
+    ]
+
+
+def infra_runs(outcomes: list[RunOutcome]) -> list[RunOutcome]:
+    """Runs the infrastructure failed (a sandbox or per-run upstream that never started)."""
+    return [o for o in outcomes if o.end_reason is not None]
+
+
+def exit_code_of(outcomes: list[RunOutcome], max_failed: int, console: Console) -> int:
+    """3 when the infrastructure failed runs (not the agent: rerun them), 1 for more agent
+    failures than `max_failed`, else 0; says why."""
+    infra, failed = infra_runs(outcomes), failed_runs(outcomes)
+    if infra:
+        reasons = ", ".join(sorted({str(o.end_reason) for o in infra}))
+        console.print(
+            f"{len(infra)} run(s) failed by the infrastructure, not the agent ({reasons}): "
+            f"`tracecard experiment rerun ID --cells infra` runs them again (exit {EXIT_INFRA})"
+        )
+        return EXIT_INFRA
+    if len(failed) > max_failed:
+        console.print(
+            f"{len(failed)} run(s) errored, timed out or could not start "
+            f"(--max-failed-runs {max_failed}): exit {EXIT_FAILED}"
+        )
+        return EXIT_FAILED
+    return 0
 
 
 def run_summary_json(
@@ -64,6 +101,10 @@ def run_summary_json(
         "failed_runs": [
             {"run_id": o.run.id, "task_id": o.run.task_id, "status": o.status}
             for o in failed_runs(outcomes)
+        ],
+        "infra_runs": [
+            {"run_id": o.run.id, "task_id": o.run.task_id, "end_reason": o.end_reason}
+            for o in infra_runs(outcomes)
         ],
         "components": {
             c["component"]: {k: c.get(k) for k in ("pass_rate", "mean", "flip", "n_tasks")}

@@ -179,6 +179,8 @@ async def finish(cell: Cell, ran: dict[str, Any]) -> dict[str, Any]:
         finished = await asyncio.to_thread(client.get_run, run_id)
     return {
         "status": finished.get("status"),
+        "end_reason": finished.get("end_reason"),
+        "error": finished.get("error"),
         "scores": finished.get("scores") or [],
         "flags": finished.get("flags") or [],
     }

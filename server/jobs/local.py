@@ -15,6 +15,7 @@ from tracecard.server.jobs.cell import Cell, CellContext, cell_workflow_id, cont
 from tracecard.server.jobs.engine import executor_id, launch
 from tracecard.server.orchestration.agents import AgentOutcome, CommandAgent
 from tracecard.server.orchestration.orchestrator import Orchestrator, RunOutcome
+from tracecard.traces.experiments import INFRA_REASONS
 
 __all__ = ["JobOrchestrator", "outcome_of"]
 
@@ -31,6 +32,9 @@ def outcome_of(run: RunHandle, result: dict[str, Any]) -> RunOutcome:
         duration_s=agent["duration_s"],
         finish_error=result.get("finish_error"),
     )
+    if result.get("end_reason") in INFRA_REASONS:  # the server ended it: not the agent's
+        outcome.status, outcome.end_reason = "errored", result["end_reason"]
+        outcome.error = result.get("error") or result["end_reason"]
     outcome.scores = {s["component"]: s for s in result.get("scores") or []}
     outcome.flags = list(result.get("flags") or [])
     return outcome

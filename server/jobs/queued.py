@@ -9,14 +9,10 @@ from typing import Any
 from rich.console import Console
 
 from tracecard.client import ExperimentHandle, TracecardClient
-from tracecard.server.cli.common import EXIT_FAILED, UsageError, settings_from_args
+from tracecard.server.cli.common import EXIT_FAILED, EXIT_INFRA, UsageError, settings_from_args
 from tracecard.server.jobs.cell import Cell
 
 __all__ = ["EXIT_INFRA", "cells_of", "run_queued"]
-
-# The infrastructure failed (a cell's last attempt was lost to a worker, its sandbox or upstream
-# never started): not the agent's failure, and not an answer: resume the experiment.
-EXIT_INFRA = 3
 
 
 def cells_of(

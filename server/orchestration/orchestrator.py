@@ -35,6 +35,8 @@ class RunOutcome:
     scores: dict[str, dict[str, Any]] = field(default_factory=dict)  # component -> score
     flags: list[str] = field(default_factory=list)
     finish_error: str | None = None  # the server could not finish it
+    # why it ended when that is the infrastructure's failure (`INFRA_REASONS`), else None
+    end_reason: str | None = None
 
     def passed(self, component: str) -> bool | None:
         """Whether a component passed (None: not scored)."""

@@ -165,19 +165,23 @@ async def finish_run(runtime: Runtime, run_id: str, body: RunFinish) -> dict[str
             f"use POST /api/runs/{run_id}/rescore to score it again",
             409,
         )
-    fields = {
+    fields: dict[str, Any] = {
         "status": body.status,
         "final_answer": body.final_answer,
         "error": body.error,
         "finished_at": datetime.now(UTC),
     }
+    infra = runtime.hooks.infra_failure
+    failed = infra(runtime, run_id) if infra is not None else None
+    if failed is not None:  # not the agent's failure: errored with the reason, never scored
+        fields.update(status="errored", error=f"{failed[0]}: {failed[1]}", end_reason=failed[0])
     updated = await anyio.to_thread.run_sync(lambda: runtime.store.update_run(run_id, **fields))
     assert updated is not None
     info = runtime.runs.cached(run_id)
     if info is not None:
-        info.status = body.status
+        info.status = fields["status"]
     extra: dict[str, Any] = {}
-    for hook in runtime.hooks.on_finish:
+    for hook in runtime.hooks.on_finish if failed is None else []:
         result = await hook(runtime, updated)
         if result:
             extra.update(result)

@@ -65,6 +65,14 @@ class Slot:
     # `initialize` started it (the bridge relays sampling, elicitation, roots to that agent)
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     last_used: float = 0.0  # monotonic time of the last call (the reaper stops idle ones)
+    started: bool = False  # a process of this slot has started (its handshake got through)
+    # a per-run slot whose process never started: (`sandbox_failed` | `upstream_never_started`,
+    # why), the infrastructure's failure that the run's finish records (`infra_failure`)
+    never_started: tuple[str, str] | None = None
+
+
+class _SandboxError(ConfigError):
+    """A run's sandbox could not be made (its fixture is missing, a copy failed)."""
 
 
 class StdioUpstreams:
@@ -152,11 +160,28 @@ class StdioUpstreams:
         active = {f"{r}-{n}" for n, r in self.per_run} | self.warm.sandboxes()
         lookup = self.runtime.hooks.task_fixture
         task_fixture = await lookup(self.runtime, run_id) if lookup and run_id else None
-        return await anyio.to_thread.run_sync(
-            lambda: create_sandbox(
-                settings, run_id or "shared", name, upstream.fixture, active, task_fixture
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: create_sandbox(
+                    settings, run_id or "shared", name, upstream.fixture, active, task_fixture
+                )
             )
-        )
+        except (ConfigError, OSError) as exc:
+            raise _SandboxError(str(exc)) from exc
+
+    @staticmethod
+    def _never_started(slot: Slot, reason: str, message: str) -> None:
+        if slot.run is not None and not slot.started:
+            slot.never_started = (reason, message)
+
+    def infra_failure(self, _runtime: Runtime, run_id: str) -> tuple[str, str] | None:
+        """`infra_failure` hook: (reason, why) when a per-run upstream of the run never
+        started (its sandbox could not be made, or its process never got through its start),
+        the infrastructure's failure rather than the agent's; None otherwise."""
+        for (_name, run), slot in self.per_run.items():
+            if run == run_id and slot.never_started is not None:
+                return slot.never_started
+        return None
 
     def new_process(self, launch: Launch) -> StdioProcess:
         """A process of `launch`, not yet spawned."""
@@ -173,7 +198,12 @@ class StdioUpstreams:
         run = slot.run
         try:
             launch = await self.resolve(slot.name, run.id if run is not None else None)
+        except _SandboxError as exc:
+            message = f"upstream {slot.name!r}: the run's sandbox could not be made: {exc}"
+            self._never_started(slot, "sandbox_failed", message)
+            raise UpstreamError(message) from exc
         except (ConfigError, OSError) as exc:
+            self._never_started(slot, "upstream_never_started", f"upstream {slot.name!r}: {exc}")
             raise UpstreamError(f"upstream {slot.name!r}: {exc}") from exc
         if run is not None and launch.sandbox is not None and run.sandbox is None:
             run.sandbox = str(launch.sandbox)
@@ -192,10 +222,12 @@ class StdioUpstreams:
             slot.crashes += 1
             slot.not_before = time.monotonic() + self._backoff(slot)
             slot.last_error = str(exc)
+            self._never_started(slot, "upstream_never_started", str(exc))
             log.error("%s", exc)
             raise
         slot.process = process
         slot.last_error = None
+        slot.started, slot.never_started = True, None
         if run is not None:
             self.reaper.started(slot)
         log.info(

@@ -120,6 +120,7 @@ def test_runs_of_unknown_tasks_are_rejected() -> None:
 def test_json_round_trip(card: Scorecard) -> None:
     document = json.loads(to_json(card))
     assert document["schema_version"] == 3
+    assert document["runs"][0]["attempt"] is None and "infra" not in document
     assert document["components"][0]["pass_rate"]["value"] == pytest.approx(5 / 6)
     assert document["runs"][0]["viewer_url"] == "/runs/read-notes-0"
     assert document["runs"][1]["verdict"] == "failed"
@@ -135,12 +136,22 @@ def test_json_round_trip(card: Scorecard) -> None:
         (b'{"schema_version": 99}', "schema_version 99 is not supported"),
         (b'{"schema_version": 1}', "wrong shape"),
         (b'{"schema_version": 2}', "wrong shape"),
-        (b'{"schema_version": 3}', "wrong shape"),
     ],
 )
 def test_json_reader_rejects(text: bytes, reason: str) -> None:
     with pytest.raises(ScorecardFormatError, match=reason):
         read_scorecard_json(text)
+
+
+def test_v2_scorecards_are_still_read(card: Scorecard) -> None:
+    """Schema 2 had no run `attempt` and no `infra`: it reads as before, without them."""
+    old = json.loads(to_json(card))
+    old["schema_version"] = 2
+    for row in old["runs"]:
+        del row["attempt"]
+    read = read_scorecard_json(json.dumps(old))
+    assert read.schema_version == 2 and read.infra is None
+    assert read.runs == card.runs  # `attempt` is None in both
 
 
 def test_v1_scorecards_are_still_read(card: Scorecard) -> None:
@@ -167,7 +178,7 @@ def test_v1_scorecards_are_still_read(card: Scorecard) -> None:
             row.pop(key, None)
     read = read_scorecard_json(json.dumps(old))
     outcome = read.summary("outcome")
-    assert outcome is not None and read.schema_version == 3  # read into the current model
+    assert outcome is not None and read.schema_version == 2
     assert (outcome.mean.value, outcome.mean.low, outcome.mean.high) == (0.8, 0.6, 1.0)
     assert outcome.pass_rate.value == 0.83 and outcome.flip.value == 0.5
     assert outcome.pass_hat_k[3].value == pytest.approx(0.5)
