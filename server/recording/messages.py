@@ -46,15 +46,36 @@ def is_verifier(presented: str | None, verifier_key: str) -> bool:
     )
 
 
-# How a server of the session protocol answers a `server/discover` probe: the client's SDK
-# falls back to `initialize`, so it is a version probe, not an error (JSON-RPC method not found,
-# the SDKs' generic -32000 "not initialized", or an HTTP 400/404/405 without a JSON-RPC body).
-_PROBE_ANSWERS = frozenset({"-32601", "-32000", "400", "404", "405"})
+# A client that speaks both protocol generations probes with `server/discover` and falls back
+# to `initialize` on "any other error, or no response within a reasonable timeout" than a
+# DiscoverResult or a recognised modern error; "the fallback MUST NOT be keyed to one specific
+# error code: legacy servers respond ... (commonly -32601 or -32602) or not at all" (MCP
+# 2026-07-28, transports/stdio "Backward Compatibility"); over HTTP, a 4xx whose body "is empty
+# or is not a recognized modern JSON-RPC error" falls back too (transports/streamable-http).
+# The modern errors are the spec's own codes (schema/2026-07-28/schema.ts): -32022
+# UnsupportedProtocolVersion is still negotiation (the client "retries with a mutually supported
+# version"), while -32020 HeaderMismatch and -32021 MissingRequiredClientCapability say the
+# request itself was wrong: those two are errors. A 5xx or a broken connection is an outage,
+# never an era verdict (the `mcp` SDK propagates it), so it stays an error.
+_REQUEST_WRONG = frozenset({"-32020", "-32021"})
+_NO_ANSWER = frozenset({semconv.ERR_TIMEOUT, semconv.ERR_CLIENT_DISCONNECTED})
 
 
 def is_version_probe(method: str, error: str) -> bool:
-    """Whether a failed request is a client's version probe that an older server refused."""
-    return method == "server/discover" and error in _PROBE_ANSWERS
+    """Whether a failed request is a client's version probe: `server/discover` refused by an
+    older server (any JSON-RPC error but the two that fault the request, any HTTP 4xx) or left
+    unanswered, after which the client's SDK falls back to `initialize`."""
+    if method != "server/discover":
+        return False
+    if error in _NO_ANSWER:
+        return True
+    try:
+        code = int(error)
+    except ValueError:
+        return False  # upstream_unavailable, upstream_protocol_error, blocked...: not the era
+    if code < 0:  # a JSON-RPC error code
+        return error not in _REQUEST_WRONG
+    return 400 <= code < 500  # an HTTP status without a JSON-RPC answer
 
 
 def parse_json(body: bytes) -> tuple[Any, str | None]:
