@@ -5,19 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-import re
 import shlex
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 from junitparser import Failure, JUnitXml
 from litestar.testing import AsyncTestClient
@@ -25,28 +17,22 @@ from sqlmodel import select
 
 from tests.examples.helpers import ROOT
 from tests.server.test_run_cli import doc_command
+from tests.support.scorecard_numbers import (
+    TASKS,
+    numbers_in_the_cli,
+    numbers_in_the_json,
+    numbers_in_the_markdown,
+    numbers_in_the_page,
+)
 from tracecard.scorers import Scorecard
 from tracecard.server.app import asgi_app
 from tracecard.server.cli.main import main
 from tracecard.server.evaluation.service import compare, scorecard_for
-from tracecard.server.orchestration.embedded import free_port
 from tracecard.server.settings import Settings
 from tracecard.traces.models import ExperimentRow
 from tracecard.traces.store import Store
 
 COMPONENTS = {"invocation", "completion", "outcome", "safety", "efficiency", "composite"}
-TASKS = {
-    "count-urgent",
-    "assign-printer",
-    "close-vpn",
-    "escalate-globex",
-    "spam-keep-records",
-    "reopen-laptop",
-    "sla-meaning",
-    "vpn-port",
-    "inactive-support",
-    "new-ticket-battery",
-}
 
 
 def failing_trials(card: Scorecard, task_id: str, component: str) -> set[int]:
@@ -179,88 +165,6 @@ def test_the_comparison_verdict_is_stated(
     assert "hallucinated_completion ×1" in out and "unsafe_success ×2" in out
 
 
-def test_a_taken_port_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        code = main(["demo", "--no-serve", "--port", str(port), "--dir", str(tmp_path / "d")])
-    assert code == 2
-    err = capsys.readouterr().err
-    assert f"port {port} on 127.0.0.1 is taken" in err
-    assert "pass --port N, or --port 0 for a free port" in err and "--server" not in err  # #14
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every live process under `pid`, read from /proc (parent pid is stat's 4th field)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if fields[0] != "Z":
-                parents[int(entry.name)] = int(fields[1])
-    found, frontier = [], [pid]
-    while frontier:
-        parent = frontier.pop()
-        children = [child for child, ppid in parents.items() if ppid == parent]
-        found += children
-        frontier += children
-    return found
-
-
-def _processes_mentioning(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if text in cmdline and state != "Z":
-                found.append(int(entry.name))
-    return found
-
-
-def test_the_demo_serves_until_ctrl_c_and_leaves_nothing_running(tmp_path: Path) -> None:
-    port = free_port()
-    folder = tmp_path / "demo"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tracecard.server.cli", "demo", "--trials", "1"]
-        + ["--port", str(port), "--dir", str(folder), "--quiet"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    assert process.stdout is not None
-    lines = []
-    for line in process.stdout:
-        lines.append(line)
-        if "serving until Ctrl-C" in line:
-            break
-    else:
-        pytest.fail("".join(lines))
-    page = httpx.get(f"http://127.0.0.1:{port}/experiments", timeout=10)
-    assert page.status_code == 200 and "careful" in page.text and "hasty" in page.text
-    # the preloaded helpdesk is up, as this demo's own descendant (other demos may run beside it)
-    preloaders = [p for p in _descendants(process.pid) if p in _processes_mentioning("preload.py")]
-    assert preloaders
-    process.send_signal(signal.SIGINT)
-    assert process.wait(30) == 0
-    deadline = time.monotonic() + 5
-    while _processes_mentioning(str(folder)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _processes_mentioning(str(folder)) == []  # no helpdesk left in a sandbox
-    deadline = time.monotonic() + 5
-    while set(preloaders) & set(_processes_mentioning("preload.py")):
-        assert time.monotonic() < deadline, f"the demo's preloader outlived it: {preloaders}"
-        time.sleep(0.1)
-
-
 def test_no_serve_ends_with_how_to_reopen_the_results(
     demo: tuple[str, dict[str, Scorecard], Store, float],
 ) -> None:
@@ -325,83 +229,6 @@ def test_gate_on_what_users_mean(
     assert "PASS outcome pass_rate 0.97 >= 0.80" in capsys.readouterr().out
 
 
-def _cli_section(out: str, name: str) -> list[str]:
-    start = out.index(f"{name} · helpdesk · experiment")
-    lines = out[start:].splitlines()
-    return lines[: next(i for i, line in enumerate(lines) if line.startswith("pass^"))]
-
-
-_CELL = re.compile(r"(\d\.\d\d) \d+/\d+|n/e|m \d\.\d\d|–")
-
-
-def _numbers_in_the_cli(out: str, name: str) -> dict[str, dict[str, str | None]]:
-    lines = _cli_section(out, name)
-    found: dict[str, dict[str, str | None]] = {}
-    for task in TASKS:
-        row = next(line for line in lines if line.startswith(task + " "))
-        found[task] = dict(zip(ORDER, (m.group(1) for m in _CELL.finditer(row)), strict=True))
-    rate = next(line for line in lines if line.startswith("pass_rate"))
-    found["pass_rate"] = dict(
-        zip(ORDER, [v if v != "–" else None for v in rate.split()[3:]], strict=True)
-    )
-    mean = next(line for line in lines if line.startswith("mean"))
-    found["mean"] = dict(zip(ORDER, mean.split()[1:], strict=True))
-    return found
-
-
-def _numbers_in_the_page(html: str) -> dict[str, dict[str, str | None]]:
-    found: dict[str, dict[str, str | None]] = {}
-    body = html[html.index("<tbody>") : html.index("</tbody>")]
-    for row in body.split("<tr>")[1:]:
-        task = re.search(r"task=([\w-]+)", row).group(1)  # type: ignore[union-attr]
-        cells = re.findall(r'<td class="[^"]*" data-component="(\w+)">(.*?)</td>', row, re.S)
-        found[task] = {
-            c: _first(r'data-stat="pass_rate"[^>]*>([\d.]+)<', text) for c, text in cells
-        }
-    foot = html[html.index("<tfoot>") : html.index("</tfoot>")]
-    for stat in ("pass_rate", "mean"):
-        row = foot[foot.index(f'data-summary="{stat}"') :].split("</tr>")[0]
-        cells = re.findall(r'<td data-component="(\w+)">(.*?)</td>', row, re.S)
-        found[stat] = {c: _first(rf'data-stat="{stat}">([\d.]+)<', text) for c, text in cells}
-    return found
-
-
-def _first(pattern: str, text: str) -> str | None:
-    match = re.search(pattern, text)
-    return match.group(1) if match else None
-
-
-def _numbers_in_the_json(card: dict[str, Any]) -> dict[str, dict[str, str | None]]:
-    def two(value: float | None) -> str | None:
-        return None if value is None else f"{value:.2f}"
-
-    found: dict[str, dict[str, str | None]] = {
-        t["task_id"]: {c["component"]: two(c["pass_rate"]) for c in t["components"]}
-        for t in card["tasks"]
-    }
-    for stat in ("pass_rate", "mean"):
-        found[stat] = {c["component"]: two(c[stat]["value"]) for c in card["components"]}
-    return found
-
-
-def _numbers_in_the_markdown(markdown: str) -> dict[str, dict[str, str | None]]:
-    found: dict[str, dict[str, str | None]] = {"pass_rate": {}, "mean": {}}
-    for line in markdown.splitlines():
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        if cells[0] in ORDER and len(cells) == 7:  # the summary: component, pass_rate, mean, ...
-            for stat, cell in (("pass_rate", cells[1]), ("mean", cells[2])):
-                found[stat][cells[0]] = None if cell == "–" else cell.split()[0]
-        elif cells[0] in TASKS:
-            found[cells[0]] = {
-                c: (m.group(1) if (m := _CELL.match(cell)) else None)
-                for c, cell in zip(ORDER, cells[1:], strict=True)
-            }
-    return found
-
-
-ORDER = ("invocation", "completion", "outcome", "safety", "efficiency", "composite")
-
-
 async def test_the_cli_the_page_the_json_and_the_markdown_show_the_same_numbers(
     demo: tuple[str, dict[str, Scorecard], Store, float], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -421,12 +248,12 @@ async def test_the_cli_the_page_the_json_and_the_markdown_show_the_same_numbers(
     capsys.readouterr()
     assert main(["export", "--experiment", hasty, "--format", "md", "--db", store.url]) == 0
     markdown = capsys.readouterr().out
-    cli = _numbers_in_the_cli(out, "hasty")
+    cli = numbers_in_the_cli(out, "hasty")
     assert cli["pass_rate"]["outcome"] == "0.73" and cli["mean"]["outcome"] == "0.88"
     assert cli["assign-printer"]["outcome"] == "0.40"
-    assert _numbers_in_the_page(page) == cli
-    assert _numbers_in_the_json(card) == cli
-    assert _numbers_in_the_markdown(markdown) == cli
+    assert numbers_in_the_page(page) == cli
+    assert numbers_in_the_json(card) == cli
+    assert numbers_in_the_markdown(markdown) == cli
 
 
 def test_export_right_after_the_demo_finds_its_database(
