@@ -32,9 +32,9 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from tests.support.tracecard import RunningServer, running_tracecard
+from tests.support.bfcl import bfcl_tracecard
+from tests.support.tracecard import RunningServer
 from tracecard.client import TracecardClient
-from tracecard.scorers import dump_suite
 from tracecard.server.bfcl.agreement import bfcl_verdict, simulated_spans, tracecard_verdict
 from tracecard.server.bfcl.importer import import_suite, upstream_config
 from tracecard.server.bfcl.mcp_server import STATE_TOOL, build_server, find_entry
@@ -60,19 +60,7 @@ MODERN = "2026-07-28"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    from tracecard.server.settings import Settings
-
-    folder = tmp_path_factory.mktemp("bfcl-miss-func")
-    settings = Settings.model_validate(
-        {
-            "db": f"sqlite:///{folder / 'tracecard.db'}",
-            "sandbox_root": str(folder / "sandboxes"),
-            "upstreams": tomllib.loads(upstream_config())["upstreams"],
-            "recording": {"batch_delay_ms": 50},
-        }
-    )
-    with running_tracecard(settings) as running, TracecardClient(running.url) as client:
-        client.add_suite(dump_suite(SUITE))
+    with bfcl_tracecard(tmp_path_factory.mktemp("bfcl-miss-func"), SUITE) as running:
         yield running
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,14 +16,13 @@ import httpx
 import pytest
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from tests.support.tracecard import RunningServer, running_tracecard
+from tests.support.bfcl import bfcl_tracecard
+from tests.support.tracecard import RunningServer
 from tracecard.client import TracecardClient
-from tracecard.scorers import dump_suite
 from tracecard.server.bfcl.agreement import bfcl_verdict
-from tracecard.server.bfcl.importer import import_suite, upstream_config
+from tracecard.server.bfcl.importer import import_suite
 from tracecard.server.bfcl.mcp_server import STATE_TOOL
 from tracecard.server.bfcl.trajectories import Trajectory, ground_truth, perturb
-from tracecard.server.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "agents"))
 from bfcl_openai_agents import play  # noqa: E402
@@ -37,17 +35,7 @@ SUITE = import_suite(["multi_turn_base"], ids=[ENTRY], name="bfcl-openai-agents"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    folder = tmp_path_factory.mktemp("bfcl-openai-agents")
-    settings = Settings.model_validate(
-        {
-            "db": f"sqlite:///{folder / 'tracecard.db'}",
-            "sandbox_root": str(folder / "sandboxes"),
-            "upstreams": tomllib.loads(upstream_config())["upstreams"],
-            "recording": {"batch_delay_ms": 50},
-        }
-    )
-    with running_tracecard(settings) as running, TracecardClient(running.url) as client:
-        client.add_suite(dump_suite(SUITE))
+    with bfcl_tracecard(tmp_path_factory.mktemp("bfcl-openai-agents"), SUITE) as running:
         yield running
 
 
