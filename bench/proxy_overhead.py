@@ -10,6 +10,10 @@ JSON-RPC client on aiohttp:
   tracecard process's CPU time per proxied call (from /proc: it barely moves with the load
   that other processes put on the machine, unlike latency and calls/s)
 
+A bare aiohttp pass-through that records nothing (`bench/bare_hop.py`, named `hop`) runs in the
+same rounds, so every tracecard's CPU per call is also given as a multiple of that hop's
+(`*_cpu_vs_hop`; issue #24's target is at most 1.0).
+
 `--compare PATH` (repeatable) also starts a tracecard from another checkout (e.g. a
 `git worktree` of an earlier commit), named after its folder, and alternates it with the
 others, so an A/B sees the same machine state.
@@ -133,6 +137,9 @@ async def sequential(callers: dict[str, Caller], calls: int) -> dict[str, Any]:
         if name != "direct":
             summary[name]["added_p50_ms"] = round(summary[name]["p50_ms"] - direct["p50_ms"], 3)
             summary[name]["added_p99_ms"] = round(summary[name]["p99_ms"] - direct["p99_ms"], 3)
+        if name not in ("direct", "hop") and "hop" in summary:
+            hop = summary["hop"]["added_p50_ms"]
+            summary[name]["added_p50_vs_hop"] = round(summary[name]["added_p50_ms"] / hop, 3)
     return summary
 
 
@@ -198,6 +205,14 @@ async def measure(
         if name != "direct":
             concurrent[f"{name}_ratio"] = round(statistics.mean(rates[name]) / direct_rate, 3)
             concurrent[f"{name}_cpu_ms_per_call"] = round(statistics.mean(cpu[name]), 3)
+    if "hop" in urls:  # the issue's figure: CPU per recorded call vs the bare hop's
+        hop_cpu = statistics.mean(cpu["hop"])
+        hop_rate = statistics.mean(rates["hop"])
+        for name in urls:
+            if name not in ("direct", "hop"):
+                mean_cpu, mean_rate = statistics.mean(cpu[name]), statistics.mean(rates[name])
+                concurrent[f"{name}_cpu_vs_hop"] = round(mean_cpu / hop_cpu, 3)
+                concurrent[f"{name}_rate_vs_hop"] = round(mean_rate / hop_rate, 3)
     result["concurrent"] = concurrent
     return result
 
@@ -240,6 +255,7 @@ def main() -> None:
     parser.add_argument(
         "--compare", type=Path, action="append", default=[], help="another checkout to run too"
     )
+    parser.add_argument("--no-hop", action="store_true", help="leave out the bare aiohttp hop")
     args = parser.parse_args()
     report: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
@@ -264,10 +280,21 @@ def main() -> None:
             command = serve_command(root, config, port, f"sqlite:///{folder}/{name}.db")
             pids[name] = servers.enter_context(spawn(command, port)).pid
             bases[name] = f"http://127.0.0.1:{port}"
+        hops: dict[str, str] = {}
+        for mode, url in (("stateless", json_url), ("session", session_url)):
+            if mode in args.modes.split(",") and not args.no_hop:
+                port = free_port()
+                command = [sys.executable, str(ROOT / "bench" / "bare_hop.py")]
+                command += ["--port", str(port), "--upstream", url]
+                pids[f"hop:{mode}"] = servers.enter_context(spawn(command, port)).pid
+                hops[mode] = f"http://127.0.0.1:{port}/mcp"
         for mode in args.modes.split(","):
             modern = mode == "stateless"
             upstream = "json" if modern else "session"
             urls = {"direct": json_url if modern else session_url}
+            if mode in hops:
+                urls["hop"] = hops[mode]
+                pids["hop"] = pids[f"hop:{mode}"]
             urls.update({name: f"{base}/mcp/{upstream}" for name, base in bases.items()})
             report[mode] = asyncio.run(measure(urls, pids, modern, args))
     report["load_after"] = os.getloadavg()

@@ -173,7 +173,7 @@ async def _forward_changed(
     if not any(r.get("id") == pending.request_id for r in replies):
         state.recorder.fail(pending, semconv.ERR_PROTOCOL, "no answer to change")
     head = [
-        (n, v) for n, v in response_headers(response.headers.raw) if n.lower() != b"content-length"
+        (n, v) for n, v in response_headers(response.raw_headers) if n.lower() != b"content-length"
     ]
     if is_sse:
         body = b"".join(sse_frame(orjson.dumps(r)) for r in changed)

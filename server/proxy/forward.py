@@ -7,18 +7,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-import httpx
+from yarl import URL
 
 from tracecard.server.asgi import Scope
 from tracecard.server.proxy.errors import ProxyError
+from tracecard.server.proxy.transport import UpstreamClient, UpstreamResponse
 from tracecard.server.recording.recorder import is_verifier
 from tracecard.traces import semconv
 
 if TYPE_CHECKING:
     from tracecard.server.proxy.state import Upstream
-
-# The deadline is the proxy's own (`asyncio.timeout`); httpx only bounds the connect.
-_TIMEOUT = {"connect": 10.0, "read": None, "write": None, "pool": None}
 
 # RFC 9110 7.6.1 hop-by-hop headers; Host is rewritten, Content-Length recomputed, and the
 # tracecard token is tracecard's own credential, never handed to an upstream.
@@ -118,28 +116,36 @@ def scan_request_headers(raw: list[tuple[bytes, bytes]], verifier_key: str = "")
     return found
 
 
-def response_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """The upstream's response headers without hop-by-hop ones (Content-Length is kept)."""
-    return [(name, value) for name, value in raw if name.lower() not in _DROP_RESPONSE]
+def response_headers(
+    raw: tuple[tuple[bytes, bytes], ...], length: int | None = None
+) -> list[tuple[bytes, bytes]]:
+    """The upstream's response headers without hop-by-hop ones, in one pass; with `length`,
+    Content-Length is that (a body read whole), else the upstream's is kept."""
+    if length is None:
+        return [(name, value) for name, value in raw if name.lower() not in _DROP_RESPONSE]
+    kept = [(n, v) for n, v in raw if (low := n.lower()) not in _DROP_RESPONSE and low != _LENGTH]
+    kept.append((_LENGTH, b"%d" % length))
+    return kept
+
+
+_LENGTH = b"content-length"
 
 
 async def open_upstream(
-    client: httpx.AsyncClient,
+    client: UpstreamClient,
     method: str,
-    url: httpx.URL | str,
+    url: URL,
     forward: list[tuple[str, str]],
     body: bytes,
     timeout_s: float,
-) -> httpx.Response:
+) -> UpstreamResponse:
     """Send the request as it is and wait (within `timeout_s`) for the response head.
 
     The body streams: read it with `aiter_raw()` (never decoded) and close the response.
+    (The proxy's own paths hold one deadline for head and body: `client.open` under it.)
     """
-    request = httpx.Request(
-        method, url, headers=forward, content=body, extensions={"timeout": _TIMEOUT}
-    )
     async with asyncio.timeout(timeout_s):
-        return await client.send(request, stream=True)
+        return await client.open(method, url, forward, body)
 
 
 _PREFIX_SEGMENTS = {b"http": 3, b"runs": 5}  # /http/{name}/… and /runs/{id}/http/{name}/…
@@ -197,9 +203,21 @@ def _decoded(segment: str) -> str:
     return decoded
 
 
-def upstream_url(upstream: Upstream, query: bytes, path: str | None = None) -> httpx.URL | str:
+def upstream_url(upstream: Upstream, query: bytes, path: str | None = None) -> URL:
     """Where to send a request: the MCP endpoint (parsed once), or a plain HTTP tool's path."""
     if path is None and not query:
         return upstream.target
     url = upstream.url if path is None else f"{upstream.url}/{path}"
-    return f"{url}?{query.decode('latin-1')}" if query else url
+    return as_url(f"{url}?{query.decode('latin-1')}" if query else url)
+
+
+# Printable ASCII but the space: what a request target may carry as it is (`%` escapes kept).
+_AS_IS = "".join(chr(c) for c in range(0x21, 0x7F))
+
+
+def as_url(url: str) -> URL:
+    """`url` as sent: existing `%` escapes and reserved characters kept (`%2F` stays `%2F`, as
+    the agent wrote it), only spaces, controls and non-ASCII percent-encoded (as UTF-8)."""
+    if not url.isascii() or not url.isprintable() or " " in url:
+        url = quote(url, safe=_AS_IS)
+    return URL(url, encoded=True)

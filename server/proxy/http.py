@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tracecard.server.asgi import Receive, Scope, Send, read_body
@@ -16,18 +15,11 @@ from tracecard.server.proxy.enforce import blocked_text, decide_call
 from tracecard.server.proxy.errors import ProxyError
 from tracecard.server.proxy.forward import (
     RequestHeaders,
-    open_upstream,
     raw_rest,
     scan_request_headers,
     upstream_url,
 )
-from tracecard.server.proxy.relay import (
-    STREAM_ERRORS,
-    TIMEOUT_ERRORS,
-    Decoder,
-    relay_body,
-    send_whole,
-)
+from tracecard.server.proxy.relay import TIMEOUT_ERRORS, Decoder, fetch, send_whole
 from tracecard.server.proxy.sessions import choose_run
 from tracecard.server.proxy.state import ProxyState, Upstream
 from tracecard.server.recording.recorder import parse_json, traceparent_of
@@ -76,9 +68,10 @@ async def handle_http(
             await _replayed(send, functools.partial(_record, *record), answer)
             return
         extra = answer.attributes if answer is not None else extra
-    try:
-        response = await open_upstream(state.client, method, url, forward, body, upstream.timeout_s)
-    except (*TIMEOUT_ERRORS, *STREAM_ERRORS) as exc:
+    fetched = await fetch(state.client, method, url, forward, body, send, deadline, cap + 1, False)
+    response, relayed = fetched.response, fetched.relayed
+    if response is None or relayed is None:
+        exc = fetched.failure
         timed_out = isinstance(exc, TIMEOUT_ERRORS)
         error = semconv.ERR_TIMEOUT if timed_out else semconv.ERR_UNAVAILABLE
         _record(*record, error=error, extra=extra)
@@ -87,12 +80,12 @@ async def handle_http(
             raise ProxyError(504, text) from None
         text = f"upstream {upstream.name!r} is unavailable ({type(exc).__name__}: {exc})"
         raise ProxyError(502, text) from None
-    relayed = await relay_body(response, send, deadline, cap + 1)
     if relayed.whole and answer is not None and answer.transform is not None:
         relayed.kept = answer.transform(relayed.kept)  # a fault plan's truncate / corrupt
     if relayed.whole:
-        await send_whole(send, response, relayed.kept)
-    _record(*record, response, relayed.kept, relayed.size, error=relayed.error, extra=extra)
+        await send_whole(send, response.status_code, response.raw_headers, relayed.kept)
+    answered = (response.status_code, response.items())
+    _record(*record, answered, relayed.kept, relayed.size, error=relayed.error, extra=extra)
     if relayed.error is not None and not relayed.head_sent:
         status = 504 if relayed.error == semconv.ERR_TIMEOUT else 502
         text = f"upstream {upstream.name!r} broke off its answer ({relayed.error})"
@@ -104,9 +97,9 @@ async def _replayed(send: Send, record: Callable[..., None], answer: Any) -> Non
     if answer.error is not None:
         record(error=answer.error_type, extra=answer.attributes)
         raise ProxyError(answer.status, answer.error, reason=answer.error_type)
-    response = httpx.Response(answer.status, headers=answer.headers)
-    await send_whole(send, response, answer.body)
-    record(response, answer.body, len(answer.body), extra=answer.attributes)
+    raw = tuple((n.encode("latin-1"), v.encode("latin-1")) for n, v in answer.headers)
+    await send_whole(send, answer.status, raw, answer.body)
+    record((answer.status, answer.headers), answer.body, len(answer.body), extra=answer.attributes)
 
 
 def _decide(
@@ -164,7 +157,7 @@ def _record(
     query: str,
     body: bytes,
     start_ns: int,
-    response: httpx.Response | None = None,
+    response: tuple[int, list[tuple[str, str]]] | None = None,  # the answer's status, headers
     received: bytes = b"",
     size: int = 0,
     error: str | None = None,
@@ -202,18 +195,21 @@ def _record(
             attributes[semconv.SAFETY_CHECKED] = checked
     status = Status(StatusCode.UNSET)
     if response is not None:
-        attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = response.status_code
-        for name, value in response.headers.multi_items():
+        code, items = response
+        attributes[semconv.HTTP_RESPONSE_STATUS_CODE] = code
+        encoding = ""
+        for name, value in items:
             lowered = name.lower()
             secret = lowered in redactor.headers or lowered == "set-cookie"
             attributes[f"http.response.header.{lowered}"] = "[REDACTED]" if secret else value
-        encoding = response.headers.get("Content-Encoding", "")
+            if lowered == "content-encoding":
+                encoding = value
         text, cut = _payload(redactor, received, size, encoding)
         attributes[semconv.RESPONSE_BODY] = text
         truncated = truncated or cut
-        if response.status_code >= 400:
-            attributes[semconv.ERROR_TYPE] = str(response.status_code)
-            status = Status(StatusCode.ERROR, f"HTTP {response.status_code}")
+        if code >= 400:
+            attributes[semconv.ERROR_TYPE] = str(code)
+            status = Status(StatusCode.ERROR, f"HTTP {code}")
     if error is not None:
         attributes[semconv.ERROR_TYPE] = error
         status = Status(StatusCode.ERROR, error)

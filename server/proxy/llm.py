@@ -11,8 +11,6 @@ import asyncio
 import contextlib
 import time
 
-import httpx
-
 from tracecard.server.asgi import Receive, Scope, Send, read_body
 from tracecard.server.proxy.errors import ProxyError
 from tracecard.server.proxy.forward import (
@@ -25,6 +23,7 @@ from tracecard.server.proxy.relay import STREAM_ERRORS, TIMEOUT_ERRORS, Decoder,
 from tracecard.server.proxy.sessions import choose_run
 from tracecard.server.proxy.sse import SseEventTooLarge, SseParser
 from tracecard.server.proxy.state import ProxyState, Upstream
+from tracecard.server.proxy.transport import UpstreamResponse
 from tracecard.server.recording.genai import ModelExchange, record_model_call
 from tracecard.server.recording.genai_output import api_of
 from tracecard.server.recording.genai_stream import StreamReader
@@ -80,12 +79,12 @@ async def handle_llm(
         timed_out = exchange.error == semconv.ERR_TIMEOUT
         raise ProxyError(504 if timed_out else 502, exchange.error_text) from None
     exchange.status_code = response.status_code
-    exchange.response_headers = response.headers.multi_items()
+    exchange.response_headers = response.items()
     await send(
         {
             "type": "http.response.start",
             "status": response.status_code,
-            "headers": response_headers(response.headers.raw),
+            "headers": response_headers(response.raw_headers),
         }
     )
     streamed = response.headers.get("content-type", "").startswith("text/event-stream")
@@ -106,7 +105,7 @@ async def handle_llm(
 
 
 async def _relay_whole(
-    response: httpx.Response, send: Send, upstream: Upstream, exchange: ModelExchange
+    response: UpstreamResponse, send: Send, upstream: Upstream, exchange: ModelExchange
 ) -> bool:
     """Send the body on as it arrives; keep a decoded copy. False when the upstream broke off."""
     decoder = Decoder(response.headers.get("Content-Encoding", ""))
@@ -130,7 +129,7 @@ async def _relay_whole(
 
 
 async def _relay_stream(
-    response: httpx.Response,
+    response: UpstreamResponse,
     receive: Receive,
     send: Send,
     upstream: Upstream,

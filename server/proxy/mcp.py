@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 import aiohttp
-import httpx
 import orjson
 
 from tracecard.server.asgi import (
@@ -39,21 +38,20 @@ from tracecard.server.proxy.enforce import Started, enforce_calls
 from tracecard.server.proxy.errors import ProxyError
 from tracecard.server.proxy.forward import (
     RequestHeaders,
-    open_upstream,
     response_headers,
     scan_request_headers,
     upstream_url,
 )
 from tracecard.server.proxy.relay import (
-    STREAM_ERRORS,
     TIMEOUT_ERRORS,
     Decoder,
-    relay_body,
+    fetch,
     relay_sse,
     send_whole,
 )
 from tracecard.server.proxy.sessions import choose_run
 from tracecard.server.proxy.state import ProxyState, Upstream
+from tracecard.server.proxy.transport import UpstreamResponse
 from tracecard.server.proxy.visibility import filter_body, filtering_sse, hidden_for
 from tracecard.server.recording.recorder import Exchange, parse_json
 from tracecard.server.runs.registry import RunInfo
@@ -191,20 +189,11 @@ def _inject(calls: Calls, started: Started) -> bool:
     return changed
 
 
-async def _open(
-    state: ProxyState,
-    method: str,
-    upstream: Upstream,
-    scope: Scope,
-    headers: RequestHeaders,
-    body: bytes,
-) -> httpx.Response:
-    """Send the request and wait (within the upstream's timeout) for the response head."""
-    forward = headers.forward
+def _forward(upstream: Upstream, headers: RequestHeaders) -> list[tuple[str, str]]:
+    """The headers that go on: the agent's, and the upstream's configured ones."""
     if upstream.extra_headers:
-        forward = forward + upstream.extra_headers
-    url = upstream_url(upstream, scope.get("query_string", b""))
-    return await open_upstream(state.client, method, url, forward, body, upstream.timeout_s)
+        return headers.forward + upstream.extra_headers
+    return headers.forward
 
 
 async def _forward_post(
@@ -223,19 +212,12 @@ async def _forward_post(
     lists = [key for key, p in calls.requests.items() if p.method == "tools/list"] if hidden else []
     if lists:  # the answer is rewritten: ask for it uncompressed
         headers.forward = [*_without_encoding(headers.forward), ("accept-encoding", "identity")]
-    try:
-        response = await _open(state, "POST", upstream, scope, headers, body)
-    except TIMEOUT_ERRORS:
-        await _answer_failure(state, calls, send, semconv.ERR_TIMEOUT, upstream, 504)
-        return
-    except STREAM_ERRORS as exc:
-        if isinstance(exc, aiohttp.ClientResponseError):  # it answered, with broken HTTP
-            text = f"tracecard: upstream {upstream.name!r} broke off its answer ({exc.message})"
-            await _answer_failure(
-                state, calls, send, semconv.ERR_PROTOCOL, upstream, 502, text=text
-            )
-        else:
-            await _answer_failure(state, calls, send, semconv.ERR_UNAVAILABLE, upstream, 502, exc)
+    url = upstream_url(upstream, scope.get("query_string", b""))
+    forward, cap = _forward(upstream, headers), state.recorder.redactor.cap
+    fetched = await fetch(state.client, "POST", url, forward, body, send, deadline, cap)
+    response = fetched.response
+    if response is None or fetched.failure is not None:
+        await _unanswered(state, calls, send, upstream, fetched.failure)
         return
     status = response.status_code
     session = response.headers.get("Mcp-Session-Id")
@@ -254,7 +236,8 @@ async def _forward_post(
         record_agent_replies(state, calls)
         end_unparsable(calls, status)
         return
-    relayed = await relay_body(response, send, deadline, state.recorder.redactor.cap)
+    relayed = fetched.relayed
+    assert relayed is not None  # not an event stream: its body was read
     parsed: Any = None
     if relayed.whole and relayed.kept and calls.requests:
         decoder = Decoder(response.headers.get("Content-Encoding", ""))
@@ -269,7 +252,8 @@ async def _forward_post(
         return
     if relayed.whole:
         shown = filter_body(relayed.kept, lists, hidden) if lists else None
-        await send_whole(send, response, relayed.kept if shown is None else shown)
+        shown = relayed.kept if shown is None else shown
+        await send_whole(send, status, response.raw_headers, shown)
     # --- the agent has its answer; everything below is recording only ---
     record_agent_replies(state, calls)
     end_unparsable(calls, status)
@@ -289,15 +273,28 @@ async def _forward_post(
     close_notifications(state, calls)
 
 
+async def _unanswered(
+    state: ProxyState, calls: Calls, send: Send, upstream: Upstream, failure: BaseException | None
+) -> None:
+    """No answer's head came: every request gets a JSON-RPC error saying why."""
+    if isinstance(failure, TIMEOUT_ERRORS):
+        await _answer_failure(state, calls, send, semconv.ERR_TIMEOUT, upstream, 504)
+    elif isinstance(failure, aiohttp.ClientResponseError):  # it answered, with broken HTTP
+        text = f"tracecard: upstream {upstream.name!r} broke off its answer ({failure.message})"
+        await _answer_failure(state, calls, send, semconv.ERR_PROTOCOL, upstream, 502, text=text)
+    else:
+        await _answer_failure(state, calls, send, semconv.ERR_UNAVAILABLE, upstream, 502, failure)
+
+
 def _without_encoding(forward: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(name, value) for name, value in forward if name.lower() != "accept-encoding"]
 
 
-async def _send_stream_head(send: Send, response: httpx.Response) -> None:
+async def _send_stream_head(send: Send, response: UpstreamResponse) -> None:
     """The head of a streamed answer; no Content-Length, tracecard may add events of its own."""
     headers = [
         (name, value)
-        for name, value in response_headers(response.headers.raw)
+        for name, value in response_headers(response.raw_headers)
         if name.lower() != b"content-length"
     ]
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
@@ -368,26 +365,30 @@ async def _other(
     environment = state.runtime.hooks.environment
     if environment is not None and await environment.mcp_other(run.id, upstream.name, method, send):
         return
-    try:
-        response = await _open(state, method, upstream, scope, headers, body)
-    except TIMEOUT_ERRORS as exc:
+    url = upstream_url(upstream, scope.get("query_string", b""))
+    deadline = asyncio.get_running_loop().time() + upstream.timeout_s  # an SSE stream: its head
+    fetched = await fetch(
+        state.client, method, url, _forward(upstream, headers), body, send, deadline, 0
+    )
+    response = fetched.response
+    if response is None or fetched.failure is not None:
+        if isinstance(fetched.failure, TIMEOUT_ERRORS):
+            text = f"upstream {upstream.name!r} did not answer within {upstream.timeout_s}s"
+            raise ProxyError(504, text) from fetched.failure
+        failure = fetched.failure
         raise ProxyError(
-            504, f"upstream {upstream.name!r} did not answer within {upstream.timeout_s}s"
-        ) from exc
-    except STREAM_ERRORS as exc:
-        raise ProxyError(
-            502, f"upstream {upstream.name!r} is unavailable ({type(exc).__name__}: {exc})"
-        ) from exc
-    if response.headers.get("Content-Type", "").startswith("text/event-stream"):
+            502, f"upstream {upstream.name!r} is unavailable ({type(failure).__name__}: {failure})"
+        ) from failure
+    relayed = fetched.relayed
+    if relayed is None:  # the server's SSE stream
         await _send_stream_head(send, response)
         exchange = _exchange(run, upstream, headers)
         await relay_sse(state, Calls(exchange), response, receive, send, None)
         return
-    relayed = await relay_body(response, send, None, 0)
     if relayed.error is not None and not relayed.head_sent:
         raise ProxyError(502, f"upstream {upstream.name!r} broke off its answer ({relayed.error})")
     if relayed.whole:
-        await send_whole(send, response, relayed.kept)
+        await send_whole(send, response.status_code, response.raw_headers, relayed.kept)
     if method == "DELETE" and response.status_code < 300 and headers.session_id:
         if state.runtime.adhoc is not None:
             state.runtime.adhoc.end_soon(run, "deleted")  # a named run is not ended by this

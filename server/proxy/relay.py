@@ -7,28 +7,28 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import httpx
 import orjson
+from yarl import URL
 
 from tracecard.server.asgi import CODE_UPSTREAM, Receive, Send, jsonrpc_error, sse_frame
 from tracecard.server.proxy.calls import Calls, await_resumed, fail_open, record_message
 from tracecard.server.proxy.forward import response_headers
 from tracecard.server.proxy.sse import SseEventTooLarge, SseParser
 from tracecard.server.proxy.state import ProxyState
+from tracecard.server.proxy.transport import UpstreamClient, UpstreamResponse
 from tracecard.traces import semconv
 
 # Non-streaming bodies up to this size are read whole before the agent gets the head.
 BUFFER_MAX = 16 * 1024 * 1024
-# The proxy's own deadline (asyncio). httpx_aiohttp reports a refused connection as
-# httpx.ConnectTimeout, so httpx's errors all count as the upstream being unavailable.
+# The proxy's own deadline (asyncio). A connect that timed out is the upstream being
+# unavailable (`UpstreamConnectTimeout`, an aiohttp.ClientError), not this.
 TIMEOUT_ERRORS = (TimeoutError,)
 # What breaks a stream midway: the upstream died, reset the connection or sent garbage.
-# httpx_aiohttp lets some of aiohttp's own errors through (a bad status line, for one).
-STREAM_ERRORS = (httpx.TransportError, aiohttp.ClientError, OSError)
+STREAM_ERRORS = (aiohttp.ClientError, OSError)
 
 
 class Decoder:
@@ -100,78 +100,119 @@ def watch_stream(
 
 @dataclass(slots=True)
 class Relayed:
-    """What `relay_body` passed on: the body's first bytes, its size, and how it ended."""
+    """What `fetch` passed on: the body's first bytes, its size, and how it ended."""
 
-    kept: bytes  # the whole body when `whole`, else its first `keep` bytes (for the span)
-    size: int  # bytes received from the upstream
-    whole: bool
+    kept: bytes = b""  # the whole body when `whole`, else its first `keep` bytes (for the span)
+    size: int = 0  # bytes received from the upstream
+    whole: bool = False
     error: str | None = None  # `timeout` or `upstream_protocol_error` (cut, reset, garbage)
     head_sent: bool = False  # False: the agent has nothing yet, answer it with an error
+    chunks: list[bytes] = field(default_factory=list)  # while it is read
 
 
-def _with_length(headers: list[tuple[bytes, bytes]], size: int) -> list[tuple[bytes, bytes]]:
-    kept = [(n, v) for n, v in headers if n.lower() != b"content-length"]
-    kept.append((b"content-length", str(size).encode()))
-    return kept
+@dataclass(slots=True)
+class Fetched:
+    """One upstream request under one deadline: the answer's head and, unless it streams
+    (SSE, read by `relay_sse`), its body; or why no head came (`failure`)."""
+
+    response: UpstreamResponse | None = None
+    relayed: Relayed | None = None  # None: an SSE answer, or no answer
+    failure: BaseException | None = None  # TimeoutError or a transport error, before the head
+
+    @property
+    def timed_out(self) -> bool:
+        return isinstance(self.failure, TimeoutError)
 
 
-async def relay_body(
-    response: httpx.Response, send: Send, deadline: float | None, keep: int
-) -> Relayed:
-    """Read a non-streaming body; the agent gets nothing before it is known.
+def is_event_stream(response: UpstreamResponse) -> bool:
+    return response.headers.get("Content-Type", "").startswith("text/event-stream")
+
+
+async def fetch(
+    client: UpstreamClient,
+    method: str,
+    url: URL,
+    forward: list[tuple[str, str]],
+    body: bytes,
+    send: Send,
+    deadline: float | None,
+    keep: int,
+    sse: bool = True,
+) -> Fetched:
+    """Send the request and read a non-streaming answer, all under the one `deadline`.
 
     Up to `BUFFER_MAX` bytes are read before anything is sent, so a body cut short (or a length
     the upstream got wrong) becomes an error the caller can answer with, not a cut 200: a whole
     body is returned unsent (`send_whole` passes it on). A longer one streams on after its first
-    `BUFFER_MAX` bytes, and only its first `keep` bytes are kept.
+    `BUFFER_MAX` bytes, and only its first `keep` bytes are kept. With `sse`, an event stream
+    is returned unread.
     """
-    headers = response_headers(response.headers.raw)
-    chunks: list[bytes] = []
-    size = 0
-    head_sent = False
-    error: str | None = None
+    fetched = Fetched()
     try:
         async with asyncio.timeout_at(deadline):
-            async for chunk in response.aiter_raw():
-                size += len(chunk)
-                if head_sent:
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                    continue
-                chunks.append(chunk)
-                if size > BUFFER_MAX:  # too big to hold: stream the rest, keep the start
-                    start = {"type": "http.response.start", "status": response.status_code}
-                    await send({**start, "headers": headers})
-                    head_sent = True
-                    await send(
-                        {"type": "http.response.body", "body": b"".join(chunks), "more_body": True}
-                    )
-                    chunks = [b"".join(chunks)[:keep]]
-    except TIMEOUT_ERRORS:
-        error = semconv.ERR_TIMEOUT
+            fetched.response = response = await client.open(method, url, forward, body)
+            if sse and is_event_stream(response):
+                return fetched
+            fetched.relayed = relayed = Relayed()
+            await _read_body(response, send, keep, relayed)
+    except TimeoutError as exc:
+        if fetched.relayed is None:
+            fetched.failure = exc
+            return fetched
+        fetched.relayed.error = semconv.ERR_TIMEOUT
+    except STREAM_ERRORS as exc:  # the body's own errors are caught in `_read_body`
+        fetched.failure = exc
+        return fetched
+    relayed = fetched.relayed
+    chunks = relayed.chunks
+    whole = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    relayed.chunks = []
+    if relayed.error is not None or relayed.head_sent:
+        relayed.kept = whole[:keep]
+    else:
+        relayed.kept, relayed.whole = whole, True
+    return fetched
+
+
+async def _read_body(response: UpstreamResponse, send: Send, keep: int, relayed: Relayed) -> None:
+    chunks = relayed.chunks
+    read = response.read_chunk
+    try:
+        while chunk := await read():
+            relayed.size += len(chunk)
+            if relayed.head_sent:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                continue
+            chunks.append(chunk)
+            if relayed.size > BUFFER_MAX:  # too big to hold: stream the rest, keep the start
+                headers = response_headers(response.raw_headers)
+                start = {"type": "http.response.start", "status": response.status_code}
+                await send({**start, "headers": headers})
+                relayed.head_sent = True
+                held = b"".join(chunks)
+                await send({"type": "http.response.body", "body": held, "more_body": True})
+                chunks[:] = [held[:keep]]
+        if relayed.head_sent:
+            await send({"type": "http.response.body", "body": b""})
     except STREAM_ERRORS:
-        error = semconv.ERR_PROTOCOL
+        relayed.error = semconv.ERR_PROTOCOL
     finally:
         await response.aclose()  # a body read to its end returns the connection to the pool
-    body = b"".join(chunks)
-    if error is not None:  # a started response is left unfinished: the agent sees it broke
-        return Relayed(body[:keep], size, False, error, head_sent)
-    if head_sent:
-        await send({"type": "http.response.body", "body": b""})
-        return Relayed(body[:keep], size, False)
-    return Relayed(body, size, True)
 
 
-async def send_whole(send: Send, response: httpx.Response, body: bytes) -> None:
+async def send_whole(
+    send: Send, status: int, raw_headers: tuple[tuple[bytes, bytes], ...], body: bytes
+) -> None:
     """The upstream's status and headers with a body read whole (its real length declared)."""
-    headers = _with_length(response_headers(response.headers.raw), len(body))
-    await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+    headers = response_headers(raw_headers, len(body))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
 async def relay_sse(
     state: ProxyState,
     calls: Calls,
-    response: httpx.Response,
+    response: UpstreamResponse,
     receive: Receive,
     send: Send,
     deadline: float | None,

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
+from yarl import URL
 
+from tracecard.server.proxy.forward import as_url
 from tracecard.server.proxy.grouping import session_key
 from tracecard.server.proxy.sessions import SessionKey, SessionRuns
-from tracecard.server.proxy.transport import make_proxy_client
+from tracecard.server.proxy.transport import UpstreamClient, make_proxy_client
 from tracecard.server.recording.recorder import PendingCall, Recorder
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runtime import Runtime
@@ -30,7 +31,7 @@ class Upstream:
     name: str
     settings: UpstreamSettings
     url: str
-    target: httpx.URL  # parsed once: httpx would parse a str URL on every request
+    target: URL  # parsed once: aiohttp would parse a str URL on every request
     host: str | None
     port: int | None
     path: str
@@ -48,7 +49,7 @@ class Upstream:
             name=name,
             settings=settings,
             url=url,
-            target=httpx.URL(url) if parts.scheme else httpx.URL(),
+            target=as_url(url) if parts.scheme else URL(),
             host=parts.hostname,
             port=parts.port or (default_port if parts.hostname else None),
             path=parts.path,
@@ -63,7 +64,7 @@ class ProxyState:
 
     runtime: Runtime
     recorder: Recorder
-    client: httpx.AsyncClient
+    client: UpstreamClient
     upstreams: dict[str, Upstream]
     # tools/list results per upstream: tool name -> annotations (for tools/call spans, enforce)
     annotations: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
