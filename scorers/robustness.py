@@ -2,24 +2,33 @@
 and how often the agent recovered (docs/replay.md, "Robustness"). Pure: read from the stored
 spans of its runs, whose outcome scores say which faulted trials still reached the outcome.
 
-Counts only (faulted calls, recovered calls, trials): the rates of the scorecard keep their one
-meaning (`scorers/statistics.py`); "with faults vs without" is `tracecard compare` of the faulted
-experiment with an unfaulted one (a paired comparison of `pass_rate`).
+Counts (faulted calls, recovered calls, trials), and "with faults vs without": `compare`'s own
+paired comparison of `pass_rate` (`scorers/compare.py`, made in `scorers/fault_comparison.py`)
+with the unfaulted experiment as A, so its numbers and words are `tracecard compare`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from tracecard.traces import semconv as sc
 
 from .environment import REPLAY_DIVERGED, environment_flags, fault_outcomes
 from .types import Span
 
-__all__ = ["FaultKind", "ReplaySummary", "Robustness", "TaskRobustness", "robustness_of"]
+__all__ = [
+    "FaultComparison",
+    "FaultKind",
+    "PairedInterval",
+    "PairedTask",
+    "ReplaySummary",
+    "Robustness",
+    "TaskRobustness",
+    "robustness_of",
+]
 
 
 class _Model(BaseModel):
@@ -74,6 +83,66 @@ class ReplaySummary(_Model):
         )
 
 
+class PairedTask(_Model):
+    """One task of the comparison, in `compare`'s keys: `a` without faults, `b` with them."""
+
+    model_config = ConfigDict(serialize_by_alias=True, validate_by_name=True)
+
+    task_id: str
+    a: float | None
+    b: float | None
+    difference: float | None  # b - a
+    cls: str = Field(alias="class")
+
+
+class PairedInterval(_Model):
+    """The bootstrap interval of mean(b - a) over the paired tasks."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+class FaultComparison(_Model):
+    """With faults vs without: `compare A B` with A the experiment without faults and B this
+    one (same component, formula, verdict and reason); `A better` means the faults cost the
+    agent. `pass_rate` and `pass_hat_k` (at `k`, the most trials both have) are each side's
+    scorecard figure (mean over tasks)."""
+
+    a: str  # the experiment without faults
+    b: str  # this experiment
+    chosen_by: str  # why A: its replay source, or the latest unfaulted run of the config
+    component: str
+    verdict: Literal["A better", "B better", "undecided"]
+    reason: str
+    interval: PairedInterval | None
+    counts: dict[str, int]
+    pass_rate: dict[str, float | None]  # {"a": ..., "b": ...}
+    k: int | None
+    pass_hat_k: dict[str, float | None]  # at k
+    tasks: list[PairedTask]
+
+    def line(self) -> str:
+        """The comparison in `tracecard compare`'s words (its verdict line)."""
+        said = {
+            "A better": "without faults is better (the faults cost the agent)",
+            "B better": "with faults is better",
+        }.get(self.verdict, "undecided: the data cannot separate them")
+        rates = " → ".join("–" if v is None else f"{v:.2f}" for v in self.pass_rate.values())
+        detail = ""
+        if self.interval is not None:
+            i = self.interval
+            detail = (
+                f" (mean difference with − without {i.mean:+.3f}, "
+                f"95% CI [{i.low:+.3f}, {i.high:+.3f}] over {i.n} tasks)"
+            )
+        return (
+            f"with faults vs without ({self.a}, {self.chosen_by}): {self.component} pass_rate "
+            f"{rates}; verdict: {said}{detail} — {self.reason}"
+        )
+
+
 class Robustness(_Model):
     """The scorecard's `robustness` section (only for an experiment with an environment)."""
 
@@ -81,6 +150,8 @@ class Robustness(_Model):
     replay: ReplaySummary | None
     kinds: list[FaultKind]
     tasks: list[TaskRobustness]
+    # a faulted experiment whose suite version has an unfaulted one to pair with
+    without_faults: FaultComparison | None = None
 
     def lines(self) -> list[str]:
         """One line per fact, as `tracecard compare`, the Markdown and the API give them."""
@@ -89,6 +160,8 @@ class Robustness(_Model):
             rules = self.faults.get("rules")
             count = len(rules) if isinstance(rules, list) else 0
             found.append(f"fault plan: seed {self.faults.get('seed')}, {count} rule(s)")
+        if self.without_faults is not None:
+            found.append(self.without_faults.line())
         return found + [kind.line() for kind in self.kinds]
 
 

@@ -44,7 +44,8 @@ __all__ = [
 # 2: the named statistics: a task's `mean` (was `mean_value`); per component `pass_rate`, `mean`,
 # `pass_at_k`, `pass_hat_k` and `flip` each as {value, low, high, n_tasks} (were flat `mean`,
 # `low`, `high`, `pass_rate`, `flip_rate`); runs carry calls, tokens and the first failure
-# 3: optional `robustness` and `infra`; a run's `attempt` at its cell (2's reader reads it all)
+# 3: optional `robustness` (replay, faults, with faults vs without) and `infra`; a run's `attempt`
+# at its cell. A version-2 reader refuses a document with them (unknown keys are forbidden)
 SCORECARD_SCHEMA_VERSION = 3
 
 

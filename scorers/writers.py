@@ -47,14 +47,22 @@ def to_json(scorecard: Scorecard, base_url: str | None = None) -> bytes:
 _DERIVED_RUN_KEYS = ("verdict", "first_failure", "viewer_url")  # written by to_json, not read
 
 
-def _read_v2(document: dict[str, Any]) -> Scorecard:
+def _read_v3(document: dict[str, Any]) -> Scorecard:
     runs = [
         {k: v for k, v in run.items() if k not in _DERIVED_RUN_KEYS}
         if isinstance(run, dict)
         else run
         for run in document.get("runs") or []
     ]
-    return Scorecard.model_validate({**document, "runs": runs})
+    current = {"schema_version": SCORECARD_SCHEMA_VERSION, "runs": runs}
+    return Scorecard.model_validate({**document, **current})
+
+
+def _read_v2(document: dict[str, Any]) -> Scorecard:
+    """Version 2: version 3 without `robustness` (an optional key that a version-2 reader
+    refuses, since a scorecard forbids unknown keys); the documents of last session's tracecard
+    that carried it without a bump are read too."""
+    return _read_v3(document)
 
 
 def _v1_statistic(value: Any, n_tasks: int, low: Any = None, high: Any = None) -> dict[str, Any]:
@@ -99,11 +107,15 @@ def _read_v1(document: dict[str, Any]) -> Scorecard:
                 "flip": _v1_statistic(old.get("flip_rate"), len(judged)),
             }
         )
-    return _read_v2({**document, "schema_version": 2, "components": summaries})
+    return _read_v2({**document, "components": summaries})
 
 
 # One reader per schema version; an older reader converts to the current model.
-_READERS: dict[int, Callable[[dict[str, Any]], Scorecard]] = {1: _read_v1, 2: _read_v2, 3: _read_v2}
+_READERS: dict[int, Callable[[dict[str, Any]], Scorecard]] = {
+    1: _read_v1,
+    2: _read_v2,
+    3: _read_v3,
+}
 
 
 def read_scorecard_json(text: str | bytes) -> Scorecard:
@@ -334,6 +346,10 @@ def _attempts_markdown(card: Scorecard) -> list[str]:
     return ["", *lines] if lines else []
 
 
+def _rate(value: float | None, sign: str = "") -> str:
+    return "–" if value is None else f"{value:{sign}.2f}"
+
+
 def _robustness_markdown(card: Scorecard) -> list[str]:
     """Replay and faults: one line each, then the faulted trials per task (docs/replay.md)."""
     assert card.robustness is not None
@@ -350,5 +366,18 @@ def _robustness_markdown(card: Scorecard) -> list[str]:
             f"| {_md(t.task_id)} | {t.runs} | {t.faulted_runs} | {t.recovered_runs} | "
             f"{t.faulted_outcome_passed} |"
             for t in faulted
+        ]
+    paired = card.robustness.without_faults
+    if paired is not None:  # compare's per-task rows, A without faults, B with them
+        lines += [
+            "",
+            f"| task | {_md(paired.component)} without faults | with faults | with − without "
+            "| class |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {_md(t.task_id)} | {_rate(t.a)} | {_rate(t.b)} | {_rate(t.difference, '+')} | "
+            f"{t.cls} |"
+            for t in paired.tasks
         ]
     return lines

@@ -136,6 +136,7 @@ def test_json_round_trip(card: Scorecard) -> None:
         (b'{"schema_version": 99}', "schema_version 99 is not supported"),
         (b'{"schema_version": 1}', "wrong shape"),
         (b'{"schema_version": 2}', "wrong shape"),
+        (b'{"schema_version": 3}', "wrong shape"),
     ],
 )
 def test_json_reader_rejects(text: bytes, reason: str) -> None:
@@ -150,7 +151,7 @@ def test_v2_scorecards_are_still_read(card: Scorecard) -> None:
     for row in old["runs"]:
         del row["attempt"]
     read = read_scorecard_json(json.dumps(old))
-    assert read.schema_version == 2 and read.infra is None
+    assert read.schema_version == 3 and read.infra is None  # read into the current model
     assert read.runs == card.runs  # `attempt` is None in both
 
 
@@ -178,7 +179,7 @@ def test_v1_scorecards_are_still_read(card: Scorecard) -> None:
             row.pop(key, None)
     read = read_scorecard_json(json.dumps(old))
     outcome = read.summary("outcome")
-    assert outcome is not None and read.schema_version == 2
+    assert outcome is not None and read.schema_version == 3  # read into the current model
     assert (outcome.mean.value, outcome.mean.low, outcome.mean.high) == (0.8, 0.6, 1.0)
     assert outcome.pass_rate.value == 0.83 and outcome.flip.value == 0.5
     assert outcome.pass_hat_k[3].value == pytest.approx(0.5)

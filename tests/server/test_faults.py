@@ -31,6 +31,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from tests.support.replay_world import DESK_SUITE, HELPDESK, SUITE, helpdesk_http, kb_http
 from tests.support.tracecard import RunningServer, running_tracecard
 from tracecard.client import TracecardClient, TracecardError
+from tracecard.server.cli.main import main
 from tracecard.server.settings import Settings
 
 
@@ -321,3 +322,41 @@ async def test_a_suite_carries_its_own_fault_plan_per_task(world: World) -> None
     for run in experiment.runs:
         faulted[run.task_id] = await _calls(run.urls["helpdesk"], 1)
     assert faulted == {"count": [True], "assign": [False]}
+
+
+def test_with_faults_vs_without_is_compares_comparison(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The scorecard pairs a faulted experiment with the same config's unfaulted one and says
+    what `compare WITHOUT WITH` says, in JSON, Markdown and the CLI."""
+    rule = {"kind": "tool_error", "upstream": "helpdesk", "tool": "list_tickets"}
+    answers = {"count": "2", "assign": "assigned"}
+    ids = []
+    with TracecardClient(world.server.url) as client:
+        for faults in (None, {"seed": 7, "rules": [rule]}):
+            experiment = client.create_experiment(world.suite, {"name": "paired"}, 1, faults=faults)
+            for run in experiment.runs:
+                answer = answers[run.task_id] if faults is None else "unknown"
+                client.finish_run(run.id, final_answer=answer)
+            ids.append(experiment.id)
+    without, faulted = ids
+    base = f"{world.server.url}/api/experiments/{faulted}/scorecard"
+    paired = httpx.get(f"{base}.json", timeout=30).json()["robustness"]["without_faults"]
+    compared = httpx.get(
+        f"{world.server.url}/api/compare",
+        params={"a": without, "b": faulted, "component": "outcome"},
+        timeout=30,
+    ).json()
+    assert (paired["a"], paired["b"]) == (without, faulted)
+    assert paired["chosen_by"] == "the nearest run of 'paired' without faults"
+    for key in ("verdict", "reason", "interval", "counts", "tasks"):
+        assert paired[key] == compared[key], key
+    assert httpx.get(f"{base}.json", timeout=30).json()["schema_version"] == 3
+    line = f"with faults vs without ({without}, the nearest run of 'paired' without faults)"
+    assert line in httpx.get(f"{base}.md", timeout=30).text
+    unfaulted = httpx.get(f"{world.server.url}/api/experiments/{without}/scorecard.json")
+    assert "robustness" not in unfaulted.json()
+    db = world.server.settings.db
+    assert main(["compare", without, faulted, "--db", db]) == 0
+    printed = capsys.readouterr().out
+    assert f"B paired ({faulted[:8]}): {line}" in printed
