@@ -13,6 +13,7 @@ from tracecard.traces.jobs import queued_cells
 from tracecard.traces.models import ExperimentRow
 from tracecard.traces.store import Store
 from tracecard.viewer.rendering import page_response, render_html
+from tracecard.viewer.robustness import robustness_section
 from tracecard.viewer.runtime import in_thread, runtime_of
 from tracecard.viewer.scorecards import experiment_card
 
@@ -50,6 +51,7 @@ def _experiment_html(store: Store, experiment_id: str) -> str:
         view=view,
         agreement=view.scorecard.agreement,
         cells=queued_cells(store, experiment_id),
+        robustness=robustness_section(store, experiment, view.scorecard),
     )
 
 

@@ -21,6 +21,7 @@ from tracecard.traces.models import RunRow, ScoreRow
 from tracecard.traces.run_list import COUNT_CAP, SORTS, RunList, RunQuery, find_runs
 from tracecard.traces.run_summary import RunSummary, summarize_runs
 from tracecard.traces.store import Store
+from tracecard.viewer.environment_chips import EnvironmentChip, chips_by_run
 from tracecard.viewer.rendering import html_response, page_response, render_html
 from tracecard.viewer.runtime import in_thread, runtime_of
 
@@ -50,6 +51,7 @@ class RunLine:
     scores: list[ScoreRow]
     verdict: RunVerdict
     summary: RunSummary | None = None
+    environment: tuple[EnvironmentChip, ...] = ()  # replayed, faulted (docs/replay.md)
 
     @property
     def live(self) -> bool:
@@ -80,10 +82,13 @@ def run_lines(store: Store, runs: list[RunRow]) -> list[RunLine]:
     """Runs with their scores and verdicts (one query for the page, one more for live runs)."""
     scores = store.scores_for_runs([r.id for r in runs])
     live = summarize_runs(store, [r for r in runs if r.status in LIVE_STATUSES])
+    chips = chips_by_run(store, runs)
     lines = []
     for run in runs:
         mine = sorted(scores.get(run.id, []), key=lambda s: component_key(s.component))
-        lines.append(RunLine(run, mine, run_verdict(run.status, mine), live.get(run.id)))
+        verdict = run_verdict(run.status, mine)
+        environment = tuple(chips.get(run.id, ()))
+        lines.append(RunLine(run, mine, verdict, live.get(run.id), environment))
     return lines
 
 
