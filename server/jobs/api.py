@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tracecard.server.api.deps import runtime_of, service_call
 from tracecard.server.errors import RunError
-from tracecard.server.jobs.attempts import begin_attempt
+from tracecard.server.jobs.attempts import begin_attempt, end_cancelled
 from tracecard.server.jobs.cells import experiment_cells
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runs.service import run_view
@@ -83,6 +83,23 @@ class JobsController(Controller):
         runtime.runs.remember(RunInfo.from_row(begun.run))
         instruction = await _instruction(runtime, begun.run)
         return run_view(runtime, begun.run, instruction=instruction, **extra)
+
+    @post(
+        "/jobs/attempts/{run_id:str}/cancelled",
+        status_code=200,
+        summary="A cancelled cell's attempt ended: the run aborted, unscored",
+    )
+    async def cancelled(self, state: State, run_id: str) -> dict[str, Any]:
+        runtime = runtime_of(state)
+        row = await anyio.to_thread.run_sync(end_cancelled, runtime.store, run_id)
+        if row is None:
+            raise RunError(f"no run with id {run_id!r}", 404)
+        info = runtime.runs.cached(run_id)
+        if info is not None:
+            info.status = row.status
+        for after in runtime.hooks.after_finish:  # its per-run processes go; no probes, scores
+            await after(runtime, row)
+        return run_view(runtime, row)
 
     @get("/experiments/{experiment_id:str}/cells", summary="Cells by state, attempts, workers")
     async def cells(self, state: State, experiment_id: str) -> dict[str, Any]:

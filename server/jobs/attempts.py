@@ -28,6 +28,7 @@ __all__ = [
     "BegunAttempt",
     "begin_attempt",
     "close_lost",
+    "end_cancelled",
 ]
 
 FINAL = ("finished", "errored", "timed_out", "aborted")
@@ -65,15 +66,25 @@ def close_lost(store: Store, run_id: str, why: str) -> RunRow | None:
         if attempt is not None and attempt.state == "running":
             attempt.state, attempt.reason, attempt.ended_at = "lost", why, now
             session.add(attempt)
+    return _end_unscored(store, run_id, "errored", "worker_lost", why)
+
+
+def end_cancelled(store: Store, run_id: str) -> RunRow | None:
+    """A run whose cell was cancelled (`tracecard experiment cancel`): `aborted`, end reason
+    `cancelled`, without probes or scores; a run that already ended is left as it is."""
+    return _end_unscored(store, run_id, "aborted", "cancelled", "tracecard experiment cancel")
+
+
+def _end_unscored(store: Store, run_id: str, status: str, reason: str, why: str) -> RunRow | None:
     run = store.get_run(run_id)
     if run is None or run.status in FINAL:
         return run
     return store.update_run(
         run_id,
-        status="errored",
-        error=f"worker_lost: {why}",
-        end_reason="worker_lost",
-        finished_at=now,
+        status=status,
+        error=f"{reason}: {why}",
+        end_reason=reason,
+        finished_at=datetime.now(UTC),
     )
 
 

@@ -123,7 +123,8 @@ def _agent_for(cell: Cell, context: CellContext) -> AgentRunner:
     return CommandAgent(cell["agent"], grace_s=cell["grace_s"], die_with_parent=True)
 
 
-@DBOS.step(name="tracecard.cell.attempt")
+# preemptible: DBOS cancels the step (and so stops the agent) when the cell's job is cancelled
+@DBOS.step(name="tracecard.cell.attempt", preemptible=True)
 async def attempt(cell: Cell, run_id: str) -> dict[str, Any]:
     """Begin the attempt, start the agent, wait for it; returns the run and how it ended."""
     from tracecard.server.jobs.http import post_json
@@ -148,7 +149,19 @@ async def attempt(cell: Cell, run_id: str) -> dict[str, Any]:
         answer_file=answer_file,
         token=context.token,
     )
-    outcome = await _agent_for(cell, context)(env, answer_file, cell["timeout_s"])
+    try:
+        outcome = await _agent_for(cell, context)(env, answer_file, cell["timeout_s"])
+    except asyncio.CancelledError:  # the agent's process group is stopped by now
+        workflow_id = DBOS.workflow_id
+        if workflow_id is not None and await _job_cancelled(workflow_id):
+            # `experiment cancel` (DBOS preempts this step): the run ends unscored, its
+            # per-run processes go
+            path = f"/api/jobs/attempts/{run.id}/cancelled"
+            await asyncio.to_thread(post_json, context.client, path, {})
+            if context.on_agent_ended is not None:
+                why = "cancelled: tracecard experiment cancel"
+                context.on_agent_ended(run, AgentOutcome("aborted", None, why, None, 0.0))
+        raise
     if context.on_agent_ended is not None:
         context.on_agent_ended(run, outcome)
     write_logs(run_dir, outcome)
@@ -157,6 +170,14 @@ async def attempt(cell: Cell, run_id: str) -> dict[str, Any]:
 
         shutil.rmtree(run_dir, ignore_errors=True)
     return {"run": view, "attempt": view.get("attempt", 1), "agent": asdict(outcome)}
+
+
+async def _job_cancelled(workflow_id: str) -> bool:
+    """Whether the cell's job was cancelled (not the process stopping: Ctrl-C, shutdown)."""
+    # off the step's context (run_in_executor copies none): a plain read, not a recorded step
+    loop = asyncio.get_running_loop()
+    status = await loop.run_in_executor(None, DBOS.get_workflow_status, workflow_id)
+    return status is not None and status.status == "CANCELLED"
 
 
 @DBOS.step(name="tracecard.cell.finish")

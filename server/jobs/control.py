@@ -11,7 +11,7 @@ from typing import Any
 from sqlmodel import col, select
 
 from tracecard.server.errors import RunError
-from tracecard.server.jobs.attempts import new_cell_run
+from tracecard.server.jobs.attempts import end_cancelled, new_cell_run
 from tracecard.server.jobs.cell import Cell
 from tracecard.server.jobs.cells import experiment_cells
 from tracecard.server.settings import Settings
@@ -238,8 +238,9 @@ def _select(cells: list[dict[str, Any]], selection: str) -> list[dict[str, Any]]
 
 
 def cancel(store: Store, system_url: str, experiment_id: str) -> Plan:
-    """Cancel every queued or running cell job; runs that never started end `aborted`
-    (not scored). A running agent is stopped by its worker (it watches for cancellation)."""
+    """Cancel every queued or running cell job; every run not ended yet ends `aborted`, end
+    reason `cancelled` (not scored). A running agent is stopped by its worker, which watches
+    its cell's job for the cancellation (`tracecard.server.jobs.cell.attempt`)."""
     from tracecard.server.jobs.enqueue import dbos_client
 
     _experiment(store, experiment_id)
@@ -254,16 +255,8 @@ def cancel(store: Store, system_url: str, experiment_id: str) -> Plan:
         if ids:
             client.cancel_workflows(ids)
     plan.cancelled = ids
-    now = datetime.now(UTC)
-    for run in queries.experiment_runs(store, experiment_id):
-        if run.status == "pending":
-            store.update_run(
-                run.id,
-                status="aborted",
-                error="cancelled: tracecard experiment cancel",
-                end_reason="cancelled",
-                finished_at=now,
-            )
+    for run in queries.experiment_runs(store, experiment_id):  # begun or not: none is scored
+        end_cancelled(store, run.id)
     return plan
 
 

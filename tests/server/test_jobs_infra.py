@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import stop
 from tracecard.scorers.writers import read_scorecard_json, to_json, to_markdown
 from tracecard.server.cli.main import main
 from tracecard.traces import jobs
@@ -167,7 +168,9 @@ def _with_worker(tmp_path: Path, space: dict[str, Any], done: Any) -> None:
     argv += ["--work-dir", str(tmp_path / "worker")]
     env = {**os.environ, "TRACECARD_JOBS_POLL_S": "0.05"}
     with open(tmp_path / "worker.log", "w") as log:
-        worker = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=log, stderr=log)
+        worker = subprocess.Popen(
+            argv, cwd=tmp_path, env=env, stdout=log, stderr=log, start_new_session=True
+        )
         try:
             deadline = time.monotonic() + 240
             while not done():
@@ -175,9 +178,4 @@ def _with_worker(tmp_path: Path, space: dict[str, Any], done: Any) -> None:
                 assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()
                 time.sleep(0.2)
         finally:
-            worker.terminate()
-            try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait(10)
+            stop(worker, 30)  # type: ignore[arg-type]
