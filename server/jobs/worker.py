@@ -17,7 +17,7 @@ from typing import Any
 
 from tracecard.server.cli.common import UsageError, settings_from_args
 
-__all__ = ["queue_names", "register"]
+__all__ = ["concurrency_note", "queue_names", "register"]
 
 
 def queue_names(tags: list[str], limit_queues: list[str] | None = None) -> list[str]:
@@ -26,6 +26,23 @@ def queue_names(tags: list[str], limit_queues: list[str] | None = None) -> list[
 
     bases = [QUEUE, *(limit_queues or [])]
     return [*bases, *(f"{base}@{tag}" for base in bases for tag in tags)]
+
+
+def concurrency_note(mine: int, executor: str, workers: list[dict[str, Any]]) -> str | None:
+    """What a worker says when live workers were started with another `--concurrency`: DBOS
+    keeps one `worker_concurrency` per queue in the database, and this worker's start set it
+    for all of them (docs/workers.md)."""
+    others = sorted(
+        {w["concurrency"] for w in workers if w["id"] != executor and not w["stopped"]
+         and not w["recovered_by"] and w["concurrency"] != mine}
+    )  # fmt: skip
+    if not others:
+        return None
+    return (
+        f"note: live workers were started with --concurrency {', '.join(map(str, others))}; "
+        f"DBOS keeps one per-worker limit per queue in the database, so every worker now runs "
+        f"up to {mine} cell(s) of each queue at a time (the last worker started sets it)"
+    )
 
 
 def _tags(text: str | None) -> list[str]:
@@ -103,6 +120,11 @@ def _worker(args: argparse.Namespace) -> int:
             lost_after_s=args.lost_after,
         )
         heartbeat.start()
+        from tracecard.traces.jobs import workers
+
+        note = concurrency_note(args.concurrency, executor, workers(store))
+        if note is not None:
+            print(note, flush=True)
         print(
             f"tracecard worker {executor} on {served.base_url}: {args.concurrency} cell(s) "
             f"at a time from {', '.join(names)}",
@@ -141,7 +163,11 @@ def register(sub: Any) -> None:
     worker.add_argument("--db", help="the database (postgresql://... for several machines)")
     worker.add_argument("--config", help="tracecard.toml: upstreams, [limits]")
     worker.add_argument(
-        "--concurrency", type=int, default=4, help="runs at a time on this worker (default 4)"
+        "--concurrency",
+        type=int,
+        default=4,
+        help="runs at a time of each queue, on each worker: one value per queue in the "
+        "database, set by the last worker started (default 4; docs/workers.md)",
     )
     worker.add_argument("--tags", help="comma-separated: also take cells enqueued with these tags")
     worker.add_argument("--port", type=int, default=0, help="this worker's proxy port (0: any)")
