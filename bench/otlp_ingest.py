@@ -6,6 +6,8 @@ only when its request has been answered (which happens after commit). Also measu
 plus `Store.insert_spans` in-process, without HTTP.
 
 Run: .venv/bin/python bench/otlp_ingest.py [--spans 200000] [--batch 1000] [--concurrency 4]
+     [--rounds 1] [--compare PATH]  (another checkout's server in the same alternating rounds;
+     the server's CPU per span comes from /proc, which the machine's load moves far less)
      .venv/bin/python bench/otlp_ingest.py --peak-mb 16.5   (the server's peak memory for one
      request of that size, protobuf and JSON; set TRACECARD_OTLP_MAX_SPANS to raise the cap)
 """
@@ -92,20 +94,7 @@ def peak(size_mb: float) -> None:
     ):
         tmp = Path(tempfile.mkdtemp(prefix="tc-otlp-peak-"))
         port = free_port()
-        env = {
-            **os.environ,
-            "TRACECARD_SANDBOX_ROOT": str(tmp / "sb"),
-            "TRACECARD_MAX_BODY_BYTES": str(64 * 1024 * 1024),
-        }
-        command = [str(ROOT / ".venv/bin/tracecard"), "serve", "--port", str(port)]
-        server = subprocess.Popen(
-            [*command, "--db", f"sqlite:///{tmp / 'tracecard.db'}"],
-            cwd=tmp,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        server = serve(ROOT, tmp, port, TRACECARD_MAX_BODY_BYTES=str(64 * 1024 * 1024))
         try:
             wait_for_port(port, proc=server)
             url = f"http://127.0.0.1:{port}"
@@ -169,55 +158,86 @@ def db_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def serve(root: Path, tmp: Path, port: int, **more_env: str) -> subprocess.Popen[bytes]:
+    """`tracecard serve` from the checkout at `root` on a fresh SQLite file in `tmp`."""
+    start = f"import sys, runpy; sys.path.insert(0, {str(root)!r}); "
+    start += "runpy.run_module('tracecard.server.cli', run_name='__main__')"
+    env = {**os.environ, "TRACECARD_SANDBOX_ROOT": str(tmp / "sb"), **more_env}
+    command = [sys.executable, "-c", start, "serve", "--port", str(port)]
+    return subprocess.Popen(
+        [*command, "--db", f"sqlite:///{tmp / 'tracecard.db'}"],
+        cwd=tmp,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=1, help="rounds per server, alternating")
     parser.add_argument("--peak-mb", type=float, default=None)
+    parser.add_argument(
+        "--compare", type=Path, action="append", default=[], help="another checkout to run too"
+    )
     args = parser.parse_args()
     if args.peak_mb is not None:
         peak(args.peak_mb)
         return
-    tmp = Path(tempfile.mkdtemp(prefix="tc-otlp-bench-"))
-    db = tmp / "tracecard.db"
-    port = free_port()
-    env = {**os.environ, "TRACECARD_SANDBOX_ROOT": str(tmp / "sb")}
-    server = subprocess.Popen(
-        [
-            str(ROOT / ".venv/bin/tracecard"),
-            "serve",
-            "--port",
-            str(port),
-            "--db",
-            f"sqlite:///{db}",
-        ],
-        cwd=tmp,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    roots = {"now": ROOT, **{path.resolve().name: path.resolve() for path in args.compare}}
+    servers: dict[str, tuple[subprocess.Popen[bytes], str, Path]] = {}
+    rates: dict[str, list[float]] = {name: [] for name in roots}
+    cpu: dict[str, list[float]] = {name: [] for name in roots}
+    count = args.spans // args.batch
+    print(f"load before: {os.getloadavg()}")
     try:
-        wait_for_port(port, proc=server)
-        url = f"http://127.0.0.1:{port}"
-        run = httpx.post(f"{url}/api/runs", json={"config": {"name": "bench"}}).json()
-        count = args.spans // args.batch
-        bodies = [make_batch(run["id"], run["trace_id"], args.batch) for _ in range(count)]
-        size = sum(len(b) for b in bodies)
-        asyncio.run(post_all(url, bodies[:2], 1))  # warm up (schema, caches)
-        before = db_bytes(db)
-        elapsed = asyncio.run(post_all(url, bodies[2:], args.concurrency))
-        committed = (count - 2) * args.batch
-        subprocess.run(["sqlite3", str(db), "PRAGMA wal_checkpoint(TRUNCATE);"], check=False)
-        on_disk = db_bytes(db) - before
+        for name, root in roots.items():
+            tmp = Path(tempfile.mkdtemp(prefix=f"tc-otlp-bench-{name}-"))
+            port = free_port()
+            servers[name] = (serve(root, tmp, port), f"http://127.0.0.1:{port}", tmp)
+        for server, url, _tmp in servers.values():
+            wait_for_port(int(url.rsplit(":", 1)[1]), proc=server)
+        for _ in range(args.rounds):
+            for name, (server, url, _tmp) in servers.items():
+                run = httpx.post(f"{url}/api/runs", json={"config": {"name": "bench"}}).json()
+                bodies = [make_batch(run["id"], run["trace_id"], args.batch) for _ in range(count)]
+                asyncio.run(post_all(url, bodies[:2], 1))  # warm up (schema, caches)
+                before_cpu = cpu_seconds(server.pid)
+                elapsed = asyncio.run(post_all(url, bodies[2:], args.concurrency))
+                committed = (count - 2) * args.batch
+                cpu[name].append((cpu_seconds(server.pid) - before_cpu) / committed * 1e6)
+                rates[name].append(committed / elapsed)
     finally:
-        stop(server)
+        for server, _url, _tmp in servers.values():
+            stop(server)
+    _server, _url, tmp = servers["now"]
     direct = in_process(bodies, tmp)
-    print(f"spans: {committed} in {count - 2} requests of {args.batch}, {args.concurrency} clients")
+    size = sum(len(b) for b in bodies)
+    print(f"load after: {os.getloadavg()}")
+    print(
+        f"spans: {committed} per round in {count - 2} requests of {args.batch}, "
+        f"{args.concurrency} clients, {args.rounds} rounds per server"
+    )
     print(f"protobuf bytes per span on the wire: {size / (count * args.batch):.0f}")
-    print(f"HTTP ingest, committed: {committed / elapsed:,.0f} spans/s ({elapsed:.2f}s)")
-    print(f"bytes per span on disk (SQLite, with indexes): {on_disk / committed:.0f}")
+    for name in roots:
+        shown = ", ".join(f"{rate:,.0f}" for rate in rates[name])
+        spent = ", ".join(f"{micros:.1f}" for micros in cpu[name])
+        print(f"{name}: HTTP ingest, committed: {shown} spans/s; server CPU {spent} us/span")
+    db = tmp / "tracecard.db"
+    subprocess.run(["sqlite3", str(db), "PRAGMA wal_checkpoint(TRUNCATE);"], check=False)
+    stored = count * args.batch * args.rounds  # the warm-up requests included
+    print(f"bytes per span on disk (SQLite, with indexes): {db_bytes(db) / stored:.0f}")
     print(f"in-process decode + insert_spans: {count * args.batch / direct:,.0f} spans/s")
 
 

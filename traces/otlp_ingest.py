@@ -52,11 +52,15 @@ def _pb_attributes(key_values: Iterable[KeyValue]) -> dict[str, Any]:
     attributes: dict[str, Any] = {}
     for kv in key_values:
         value = kv.value
+        text = value.string_value  # most values are non-empty strings: one access, no oneof
+        if text:
+            attributes[kv.key] = text
+            continue
         which = value.WhichOneof("value")  # the common scalar cases inline: this is the hot loop
-        if which == "string_value":
-            attributes[kv.key] = value.string_value
-        elif which == "int_value":
+        if which == "int_value":
             attributes[kv.key] = value.int_value
+        elif which == "string_value":
+            attributes[kv.key] = ""
         else:
             attributes[kv.key] = _pb_value(value)
     return attributes
@@ -88,6 +92,8 @@ def decode_protobuf(body: bytes, max_spans: int | None = None) -> DecodedBatch:
                     batch.reject(f"span {span.name!r}: span_id must be 8 non-zero bytes")
                     continue
                 parent = span.parent_span_id
+                status = span.status
+                events = span.events
                 batch.spans.append(
                     {
                         "trace_id": trace_id.hex(),
@@ -97,10 +103,7 @@ def decode_protobuf(body: bytes, max_spans: int | None = None) -> DecodedBatch:
                         "kind": span.kind,
                         "start_time_unix_nano": span.start_time_unix_nano,
                         "end_time_unix_nano": span.end_time_unix_nano or None,
-                        "status": {
-                            "code": span.status.code,
-                            "message": span.status.message or None,
-                        },
+                        "status": {"code": status.code, "message": status.message or None},
                         "attributes": _pb_attributes(span.attributes),
                         "events": [
                             {
@@ -108,8 +111,10 @@ def decode_protobuf(body: bytes, max_spans: int | None = None) -> DecodedBatch:
                                 "time_unix_nano": event.time_unix_nano,
                                 "attributes": _pb_attributes(event.attributes),
                             }
-                            for event in span.events
-                        ],
+                            for event in events
+                        ]
+                        if events
+                        else [],
                         "resource": resource,
                         "scope": scope,
                     }

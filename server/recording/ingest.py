@@ -134,9 +134,15 @@ class Ingest:
         if request_run is not None and not await self._exists(request_run):
             request_run = None
         by_trace: dict[str, str] = {}
+        known: dict[str, bool] = {}  # one lookup per run named in the request, not per span
         for span in spans:
             named = _named_run(span)
-            if named is not None and await self._exists(named):
+            exists: bool | None = False
+            if named is not None:
+                exists = known.get(named)
+                if exists is None:
+                    exists = known[named] = await self._exists(named)
+            if named is not None and exists:
                 span["run_id"] = named
                 by_trace.setdefault(span["trace_id"], named)
             elif request_run is not None:

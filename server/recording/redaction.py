@@ -125,6 +125,7 @@ class Redactor:
         self.key = key
         self.values = values and key is not None and bool(self.secret_keys.entries)
         self._settings = settings
+        self._attribute_names: dict[str, bool] = {}  # attribute name -> secret (ingest)
 
     def plain(self) -> Redactor:
         """The same, with values kept in clear (`redact = false` on an upstream)."""
@@ -168,15 +169,24 @@ class Redactor:
 
     def attributes(self, attributes: dict[str, Any]) -> dict[str, Any]:
         """Span attributes from outside (OTLP ingest): a secret-looking name (its last dotted
-        part) hides a string value; JSON text values are redacted inside."""
+        part) hides a string value; JSON text values are redacted inside. Changed in place
+        (the values only), and returned: ingest calls this for every span it stores."""
         if not self.values:
             return attributes
-        out: dict[str, Any] = {}
+        names = self._attribute_names
         for name, value in attributes.items():
-            if isinstance(value, str):
-                value = self._walk(value, self.secret_key(name.rsplit(".", 1)[-1]))
-            out[name] = value
-        return out
+            if type(value) is not str:
+                continue
+            secret = names.get(name)
+            if secret is None:
+                if len(names) >= _CACHE_MAX:
+                    names.clear()
+                secret = names[name] = self.secret_key(name.rsplit(".", 1)[-1])
+            if secret:
+                attributes[name] = self.mask(value)
+            elif value.startswith(("{", "[")) and self._needle.search(value):
+                attributes[name] = self._walk(value)
+        return attributes
 
     def header_items(self, headers: Iterable[tuple[str, str]]) -> dict[str, str]:
         return {
