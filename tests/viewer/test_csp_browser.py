@@ -1,10 +1,11 @@
 """The trace page of a 5,000-span run under the viewer's Content-Security-Policy, in Debian's
-Chromium: loading it, its rows 300 at a time from /runs/{id}/rows (scrolling, then a permalink to
-a late span), opening a span's detail, the live refresh morphing the body and the run's end must
-never make the browser refuse an inline style or script. Some spans carry markup in their names, events and
-attributes (an agent's spans are untrusted input): escaped, it is text; let through, the CSP
-would block it and this test fails. Violations are caught both ways Chromium reports them: the
-console message ("Applying inline style violates ...") and the `securitypolicyviolation` event.
+Chromium: loading it, its rows 300 at a time from /runs/{id}/rows (scrolling, then a permalink
+to a late span), opening a span's detail, the live refresh morphing the body and the run's end
+must never make the browser refuse an inline style or script. Some spans carry markup in their
+names, events and attributes (an agent's spans are untrusted input): escaped, it is text; let
+through, the CSP would block it and this test fails. Violations are caught both ways Chromium
+reports them: the console message ("Applying inline style violates ...") and the
+`securitypolicyviolation` event.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from tests.support.proxy import new_run, tracecard_for
 from tests.support.tracecard import RunningServer
 from tests.viewer.test_browser import ARGS, CHROMIUM, SHOTS
+from tests.viewer.test_trace_browser import SWAPS
 
 pytestmark = [
     pytest.mark.browser,
@@ -88,10 +90,7 @@ def test_a_long_waterfall_loads_without_any_csp_violation(
             page.on("pageerror", lambda exc: console.append(f"pageerror: {exc}"))
             page.goto(f"{base}/runs/{run['id']}")
             assert page.locator("li.span").count() == 300
-            page.evaluate(
-                """() => { window.__swaps = 0; document.body.addEventListener('htmx:afterSettle',
-                e => { if (e.detail.elt && e.detail.elt.id === 'trace-body') window.__swaps++; }); }"""
-            )
+            page.evaluate(SWAPS)
             page.locator("#more-rows").scroll_into_view_if_needed()  # rows 300-599
             page.wait_for_function("() => document.querySelectorAll('li.span').length === 600")
             page.locator("li.span summary").nth(50).click()  # a span with markup: its detail
