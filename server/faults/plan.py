@@ -33,6 +33,10 @@ FaultKind = Literal[
 LIST_KINDS = frozenset({"drop_tool", "schema_change"})
 # Kinds that need the upstream's real answer (they change it); the others replace it.
 ANSWER_KINDS = frozenset({"truncate", "corrupt"}) | LIST_KINDS
+# Kinds a model call (`/llm/`) takes: a delay, or an answer of the rule's own (server/faults/llm)
+MODEL_CALL_KINDS = frozenset(
+    {"latency_ms", "timeout", "jsonrpc_error", "tool_error", "http_status"}
+)
 _MASK = (1 << 64) - 1
 _NAMES_CACHED = 4096  # (upstream, tool) pairs whose matching rules a run remembers
 
@@ -45,7 +49,7 @@ class FaultRule(BaseModel):
     id: str = ""  # defaults to "rule-N" (its position, from 1)
     kind: FaultKind
     upstream: str = "*"
-    tool: str = "*"  # an MCP tool name, or `METHOD /path` of a plain HTTP call
+    tool: str = "*"  # an MCP tool name, or `METHOD /path` of a plain HTTP or model call
     task: str = "*"  # the runs of which tasks (a glob on the task id)
     probability: float = Field(default=1.0, ge=0.0, le=1.0)
     nth: int | None = Field(default=None, ge=1)  # only the nth matching call of the run
@@ -137,27 +141,32 @@ class RunFaults:
     rules: list[_Compiled]
     started: float | None = None  # monotonic time of the run's first checked call
     injected: list[dict[str, Any]] = field(default_factory=list)  # what was injected, in order
-    # the rules that match a (upstream, tool, for_list): globs are matched once per name
-    _matching: dict[tuple[str, str, bool], list[_Compiled]] = field(default_factory=dict)
+    # the rules that match a (upstream, tool, for_list, model): globs matched once per name
+    _matching: dict[tuple[str, str, bool, bool], list[_Compiled]] = field(default_factory=dict)
 
-    def _rules_for(self, upstream: str, tool: str, for_list: bool) -> list[_Compiled]:
+    def _rules_for(self, upstream: str, tool: str, for_list: bool, model: bool) -> list[_Compiled]:
         return [
             c
             for c in self.rules
             if (c.rule.kind in LIST_KINDS) == for_list
             and _matches(c.upstream, upstream)
             and (for_list or _matches(c.tool, tool))
+            and (not model or (c.rule.upstream != "*" and c.rule.kind in MODEL_CALL_KINDS))
         ]
 
-    def check(self, upstream: str, tool: str, for_list: bool = False) -> FaultRule | None:
+    def check(
+        self, upstream: str, tool: str, for_list: bool = False, model: bool = False
+    ) -> FaultRule | None:
         """The rule that fires on this call, if any (counts the call for every matching rule).
 
         `for_list`: the call is a `tools/list` (only `drop_tool` / `schema_change` rules, whose
-        `tool` glob names the tools changed in the answer, apply to it)."""
-        key = (upstream, tool, for_list)
+        `tool` glob names the tools changed in the answer, apply to it). `model`: a model call
+        (`/llm/`), reached only by a rule that names its upstream (not `*`) with a kind in
+        `MODEL_CALL_KINDS`."""
+        key = (upstream, tool, for_list, model)
         matching = self._matching.get(key)
         if matching is None:
-            matching = self._rules_for(upstream, tool, for_list)
+            matching = self._rules_for(upstream, tool, for_list, model)
             if len(self._matching) < _NAMES_CACHED:  # plain HTTP paths may be unbounded
                 self._matching[key] = matching
         if self.started is None:

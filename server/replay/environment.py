@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracecard.server.asgi import Send
 from tracecard.server.faults.http import fault_http
+from tracecard.server.faults.llm import fault_llm
 from tracecard.server.faults.mcp import fault_post
 from tracecard.server.faults.plan import RunFaults
 from tracecard.server.faults.stdio import FaultedProcess
@@ -110,7 +111,11 @@ class TrialEnvironment:
         return answer
 
     async def llm(self, recorder: Recorder, exchange: ModelExchange, send: Send) -> bool:
-        """A model request of a run that replays its model: answered here (True), or forward."""
+        """A model request answered here (True: a fault's answer, or the recorded one when the
+        run replays its model), else forwarded; a fault's delay comes first either way."""
+        faults = self.faults.get(exchange.run.id)
+        if faults is not None and await fault_llm(faults, recorder, exchange, send):
+            return True
         replay = self.replays.get(exchange.run.id)
         if replay is None:
             return False
