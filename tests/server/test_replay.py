@@ -173,31 +173,29 @@ def _tracecard(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str
     return code, captured.out, captured.err
 
 
-async def test_a_cassette_replays_on_a_fresh_database_with_no_tool_servers(
-    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    cassette = tmp_path / "run.tccas"
-    code, _out, err = _tracecard(
-        capsys,
-        "export",
-        "--experiment",
-        world.source,
-        "--format",
-        "cassette",
-        "-o",
-        str(cassette),
-        "--db",
-        str(world.db),
-    )
+def _export(capsys: pytest.CaptureFixture[str], experiment: str, db: str, to: Path) -> None:
+    args = ("export", "--experiment", experiment, "--format", "cassette", "-o", str(to))
+    code, _out, err = _tracecard(capsys, *args, "--db", db)
     assert code == 0, err
-    fresh = tmp_path / "fresh.db"
-    code, out, err = _tracecard(capsys, "import", "cassette", str(cassette), "--db", str(fresh))
-    assert code == 0 and world.source in out, err
+
+
+async def _replay_cassette(
+    capsys: pytest.CaptureFixture[str],
+    world: World,
+    cassette: Path,
+    db: str,
+    source: str,
+    trials: int,
+) -> str:
+    """Import `cassette` into the empty database `db`, replay `source` there from a tracecard
+    whose upstreams are a closed port, with the real agent; the replayed experiment's id."""
+    code, out, err = _tracecard(capsys, "import", "cassette", str(cassette), "--db", db)
+    assert code == 0 and source in out, err
     nowhere = "http://127.0.0.1:9"  # no tool server anywhere: every answer is the cassette's
     settings = Settings.model_validate(
         {
-            "db": f"sqlite:///{fresh}",
-            "sandbox_root": str(tmp_path / "sandboxes"),
+            "db": db,
+            "sandbox_root": str(cassette.parent / "sandboxes"),
             "upstreams": {
                 "helpdesk": {"url": f"{nowhere}/mcp"},
                 "kb": {"url": nowhere, "kind": "http"},
@@ -208,15 +206,41 @@ async def test_a_cassette_replays_on_a_fresh_database_with_no_tool_servers(
     with running_tracecard(settings) as server:
         async with AsyncTracecardClient(server.url) as client:
             experiment = await client.create_experiment(
-                world.suite, {"name": "from-cassette"}, 3, replay={"source": world.source}
+                world.suite, {"name": "from-cassette"}, trials, replay={"source": source}
             )
             for run in experiment.runs:
                 handle = {"task_id": run.task_id, "instruction": run.instruction, "urls": run.urls}
                 answer, status = await run_agent(handle)
                 await client.finish_run(run.id, final_answer=answer, status=status)
         with TracecardClient(server.url) as client:
-            replayed, source = scores_of(client, experiment.id), scores_of(client, world.source)
-    assert replayed == source and len(replayed) == 6
+            replayed, recorded = scores_of(client, experiment.id), scores_of(client, source)
+    assert replayed == {k: v for k, v in recorded.items() if k[1] < trials}
+    assert len(replayed) == 2 * trials and any(v for s in replayed.values() for v in s.values())
+    return experiment.id
+
+
+async def test_a_cassette_replays_on_a_fresh_database_with_no_tool_servers(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cassette = tmp_path / "run.tccas"
+    _export(capsys, world.source, str(world.db), cassette)
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    await _replay_cassette(capsys, world, cassette, fresh, world.source, trials=3)
+
+
+@pytest.mark.postgres
+async def test_a_cassette_crosses_from_sqlite_to_postgresql_and_back(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str], pg_url: str
+) -> None:
+    """Recorded on SQLite, replayed on PostgreSQL with the source's scores; that replay,
+    exported from PostgreSQL, replays on a fresh SQLite with the same scores again."""
+    there = tmp_path / "sqlite-to-pg.tccas"
+    _export(capsys, world.source, str(world.db), there)
+    on_pg = await _replay_cassette(capsys, world, there, pg_url, world.source, trials=1)
+    back = tmp_path / "pg-to-sqlite.tccas"
+    _export(capsys, on_pg, pg_url, back)
+    fresh = f"sqlite:///{tmp_path / 'back.db'}"
+    await _replay_cassette(capsys, world, back, fresh, on_pg, trials=1)
 
 
 def test_an_unknown_cassette_version_is_a_one_line_error(
