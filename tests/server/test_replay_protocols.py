@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from agents import Agent as OpenAIAgent
-from agents import Runner
+from agents import Runner, function_tool
 from agents.mcp import MCPServerStreamableHttp
 from agents.testing import ScriptedModel, assistant_message, function_call
 from mcp.client.client import Client
@@ -125,39 +125,79 @@ async def test_stdio_upstream_replays_without_starting_a_process(world: World) -
     assert {s["attributes"].get("tracecard.replay") for s in calls} == {"recorded"}
 
 
-async def _openai_agents_trial(url: str) -> str:
-    model = ScriptedModel(
+# per task: the scripted model's turns (the assign task also reads the plain HTTP kb tool)
+OPENAI_AGENTS_SCRIPTS: dict[str, list[list[Any]]] = {
+    "count": [
+        [function_call("list_tickets", {"status": "open", "priority": "urgent"}, call_id="c1")],
+        [assistant_message("2")],
+    ],
+    "assign": [
+        [function_call("find_users", {"query": "dana"}, call_id="a1")],
         [
-            [function_call("list_tickets", {"status": "open", "priority": "urgent"}, call_id="c1")],
-            [assistant_message("2")],
-        ]
-    )
-    async with MCPServerStreamableHttp(params={"url": url}, name="helpdesk") as server:
+            function_call(
+                "update_ticket", {"ticket_id": "T-1002", "assignee": "u-108"}, call_id="a2"
+            )
+        ],
+        [function_call("kb_lookup", {"topic": "printer"}, call_id="a3")],
+        [assistant_message("assigned T-1002 to Dana")],
+    ],
+}
+
+
+async def _openai_agents_trial(task: str, instruction: str, urls: dict[str, str]) -> str:
+    model = ScriptedModel(OPENAI_AGENTS_SCRIPTS[task])
+
+    @function_tool
+    async def kb_lookup(topic: str) -> str:
+        """Look a topic up in the knowledge base (a plain HTTP tool, through tracecard)."""
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(f"{urls['kb']}lookup", json={"topic": topic})
+        return response.text
+
+    async with MCPServerStreamableHttp(params={"url": urls["helpdesk"]}, name="desk") as server:
         agent = OpenAIAgent(
-            name="desk", instructions="Use tools.", model=model, mcp_servers=[server]
+            name="desk",
+            instructions="Use tools.",
+            model=model,
+            mcp_servers=[server],
+            tools=[kb_lookup],
         )
-        result = await Runner.run(agent, "How many open urgent tickets?")
+        result = await Runner.run(agent, instruction)
     model.assert_complete()
     return str(result.final_output)
 
 
+async def _openai_agents_experiment(
+    client: AsyncTracecardClient, world: World, replay: dict[str, Any] | None
+) -> tuple[str, dict[str, Any]]:
+    """Both tasks (MCP and plain HTTP tools), one trial; (experiment id, finish by task)."""
+    experiment = await client.create_experiment(
+        world.suite, {"name": "openai-agents"}, 1, replay=replay
+    )
+    finished = {}
+    for run in experiment.runs:
+        answer = await _openai_agents_trial(run.task_id, run.instruction, run.urls)
+        finish = await client.finish_run(run.id, final_answer=answer)
+        finished[run.task_id] = {**finish, "run_id": run.id}
+    return experiment.id, finished
+
+
 async def test_an_openai_agents_agent_replays_too(world: World) -> None:
+    """MCP tools and a plain HTTP tool: live, then replayed with neither server reached."""
     async with AsyncTracecardClient(world.server.url) as client:
-        source = await client.create_experiment(world.suite, {"name": "openai-agents"}, 1)
-        run = next(r for r in source.runs if r.task_id == "count")
-        live = await client.finish_run(
-            run.id, final_answer=await _openai_agents_trial(run.urls["helpdesk"])
-        )
-        replay = await client.create_experiment(
-            world.suite, {"name": "openai-agents"}, 1, replay={"source": source.id}
-        )
-        run = next(r for r in replay.runs if r.task_id == "count")
-        before = world.helpdesk.requests
-        answer = await _openai_agents_trial(run.urls["helpdesk"])
-        replayed = await client.finish_run(run.id, final_answer=answer)
-    assert world.helpdesk.requests == before
-    assert [(s["component"], s["value"]) for s in replayed["scores"]] == [
-        (s["component"], s["value"]) for s in live["scores"]
-    ]
-    spans = proxied(spans_of(world, run.id))
-    assert spans and {s["attributes"].get("tracecard.replay") for s in spans} == {"recorded"}
+        before_live = world.kb.requests
+        source, live = await _openai_agents_experiment(client, world, None)
+        assert world.kb.requests == before_live + 1  # the kb tool was called live
+        before = world.requests()
+        _replay, replayed = await _openai_agents_experiment(client, world, {"source": source})
+    assert world.requests() == before  # neither the helpdesk nor the kb saw a request
+    for task in ("count", "assign"):
+        assert [(s["component"], s["value"]) for s in replayed[task]["scores"]] == [
+            (s["component"], s["value"]) for s in live[task]["scores"]
+        ]
+        assert replayed[task]["replay"]["missed"] == 0
+        spans = proxied(spans_of(world, replayed[task]["run_id"]))
+        assert spans and {s["attributes"].get("tracecard.replay") for s in spans} == {"recorded"}
+        if task == "assign":  # the plain HTTP call is among them
+            assert any(s["attributes"].get("tracecard.upstream") == "kb" for s in spans)
+    assert any(s["value"] == 1.0 for s in live["assign"]["scores"])
