@@ -33,7 +33,7 @@ from pydantic_settings import (
 
 from tracecard.scorers._locate import LocatedIssue, dotted, find_line, reason_of, toml_error_line
 from tracecard.server.errors import ConfigError as ConfigError  # (its old home)
-from tracecard.traces.engine import default_db_url
+from tracecard.traces.urls import default_db_url
 
 ENV_PREFIX = "TRACECARD_"
 CONFIG_NAME = "tracecard.toml"

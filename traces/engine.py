@@ -10,25 +10,10 @@ import orjson
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.pool import StaticPool
 
-DEFAULT_DB_DIR = Path(".tracecard")
-
-
-def default_db_url(directory: Path = DEFAULT_DB_DIR) -> str:
-    """The embedded SQLite database under `./.tracecard/`."""
-    return f"sqlite:///{(directory / 'tracecard.db').as_posix()}"
-
-
-def normalise_url(url: str) -> str:
-    """Accept a bare file path or `postgresql://` and return a SQLAlchemy URL with a driver."""
-    if "://" not in url:
-        return f"sqlite:///{Path(url).as_posix()}"
-    if url.startswith(("postgresql://", "postgres://")):
-        return "postgresql+psycopg://" + url.split("://", 1)[1]
-    return url
-
-
-def is_sqlite(url: str) -> bool:
-    return normalise_url(url).startswith("sqlite")
+from tracecard.traces.urls import DEFAULT_DB_DIR as DEFAULT_DB_DIR
+from tracecard.traces.urls import default_db_url as default_db_url
+from tracecard.traces.urls import is_sqlite as is_sqlite
+from tracecard.traces.urls import normalise_url as normalise_url
 
 
 def _tune_sqlite(dbapi_connection: Any, _record: Any, busy_timeout_s: float) -> None:

@@ -113,7 +113,7 @@ def read_settings(args: argparse.Namespace) -> Settings:
     configured `db`, and no `.tracecard/tracecard.db`: the one database under `.tracecard/`
     (the demo's is `.tracecard/demo/tracecard.db`), named on stderr; several: a usage error
     listing them."""
-    from tracecard.traces.engine import default_db_url, normalise_url
+    from tracecard.traces.urls import default_db_url, normalise_url
 
     given = getattr(args, "db", None)
     settings = settings_from_args(args, db=given)
@@ -138,7 +138,7 @@ def read_settings(args: argparse.Namespace) -> Settings:
 
 def describe_db(url: str) -> str:
     """The database as a person would name it: the SQLite file, or the URL without password."""
-    from tracecard.traces.engine import is_sqlite, normalise_url
+    from tracecard.traces.urls import is_sqlite, normalise_url
 
     url = normalise_url(url)
     if is_sqlite(url):

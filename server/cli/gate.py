@@ -18,15 +18,10 @@ from tracecard.scorers import (
 )
 from tracecard.scorers.gates import KNOWN_FLAGS, parse_threshold_name
 from tracecard.scorers.registry import component_names
-from tracecard.server.cli.common import (
-    EXIT_FAILED,
-    UsageError,
-    existing_store,
-    print_json,
-    read_settings,
-)
+from tracecard.server.cli.common import EXIT_FAILED, UsageError, print_json, read_settings
 
 if TYPE_CHECKING:  # (the store is imported when the command runs, not to parse its flags)
+    from tracecard.server.cli.stored import Scorecards
     from tracecard.traces.store import Store
 
 __all__ = [
@@ -109,15 +104,13 @@ def component_statistics(card: Scorecard) -> dict[str, dict[str, Any]]:
     return {c.component: c.model_dump(mode="json", exclude={"component"}) for c in card.components}
 
 
-def baseline_of(store: Store, args: argparse.Namespace, card: Scorecard) -> Scorecard | None:
+def baseline_of(cards: Scorecards, args: argparse.Namespace, card: Scorecard) -> Scorecard | None:
     """`--baseline`'s scorecard (an id or a config name), which must run `card`'s suite version."""
-    from tracecard.server.evaluation.scorecards import scorecard_for
-
     if args.baseline is None:
         if args.no_regress:
             raise UsageError("--no-regress needs --baseline EXPERIMENT (an id or a config name)")
         return None
-    baseline = scorecard_for(store, resolve_experiment(store, args.baseline, card.suite.name))
+    baseline = cards.scorecard(cards.resolve(args.baseline, card.suite.name))
     if baseline.suite.version != card.suite.version:
         raise UsageError(
             f"--baseline {args.baseline} ran suite {baseline.suite.name} version "
@@ -157,13 +150,12 @@ def flag_limits(args: argparse.Namespace, card: Scorecard) -> dict[str, int]:
 
 
 def _gate(args: argparse.Namespace) -> int:
-    from tracecard.server.evaluation.scorecards import scorecard_for
+    from tracecard.server.cli.stored import stored_scorecards
 
     thresholds, no_regress, required = gate_inputs(args)
-    with existing_store(read_settings(args)) as store:
-        experiment_id = resolve_experiment(store, args.experiment)
-        card = scorecard_for(store, experiment_id)
-        baseline = baseline_of(store, args, card)
+    with stored_scorecards(read_settings(args)) as cards:
+        card = cards.scorecard(cards.resolve(args.experiment))
+        baseline = baseline_of(cards, args, card)
     max_flags = flag_limits(args, card)
     skipped: list[str] = []
     if args.allow_not_evaluated:

@@ -10,27 +10,21 @@ from pathlib import Path
 from typing import Any
 
 from tracecard.scorers import compare_experiments, gate
-from tracecard.server.cli.common import existing_store, read_settings
-from tracecard.server.cli.gate import (
-    add_gate_checks,
-    baseline_of,
-    flag_limits,
-    gate_inputs,
-    resolve_experiment,
-)
+from tracecard.server.cli.common import read_settings
+from tracecard.server.cli.gate import add_gate_checks, baseline_of, flag_limits, gate_inputs
 
 __all__ = ["register"]
 
 
 def _report(args: argparse.Namespace) -> int:
     from tracecard.scorers.report import github_report  # (not to parse the flags)
-    from tracecard.server.evaluation.scorecards import scorecard_for
+    from tracecard.server.cli.stored import stored_scorecards
 
     thresholds, no_regress, required = gate_inputs(args, need_one=False)
     settings = read_settings(args)
-    with existing_store(settings) as store:
-        card = scorecard_for(store, resolve_experiment(store, args.experiment))
-        baseline = baseline_of(store, args, card)
+    with stored_scorecards(settings) as cards:
+        card = cards.scorecard(cards.resolve(args.experiment))
+        baseline = baseline_of(cards, args, card)
     checks_given = thresholds or args.max_flag or args.max_flags is not None or required
     result = None
     if checks_given or (baseline is not None and no_regress):
