@@ -21,6 +21,7 @@ from tracecard.server.evaluation.feature import HANDLERS as EVALUATION_HANDLERS
 from tracecard.server.evaluation.feature import evaluation_lifespan
 from tracecard.server.evaluation.feature import install as install_evaluation
 from tracecard.server.jobs.api import JobsController
+from tracecard.server.jobs.backoff import install_backoff
 from tracecard.server.jobs.engine import queue_health
 from tracecard.server.mrtr import install_mrtr, mrtr_lifespan
 from tracecard.server.proxy import ProxyRouter, proxy_lifespan
@@ -91,6 +92,7 @@ def create_app(settings: Settings, store: Store | None = None) -> Litestar:
             install_otlp_ingest(runtime)
             install_replay(runtime)  # after evaluation: its finish report follows the probes
             install_mrtr(runtime)  # before the recorders; its finish hook runs first
+            install_backoff(runtime)  # a 429 from a [limits.model] upstream holds its key
             await stack.enter_async_context(evaluation_lifespan(runtime))
             await stack.enter_async_context(mrtr_lifespan(runtime))  # closes after the proxy
             await stack.enter_async_context(replay_lifespan(runtime))  # open runs' indexes

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Event
 
     from tracecard.server.evaluation.hooks import BlockDecision
+    from tracecard.server.jobs.backoff import ModelBackoff
     from tracecard.server.mrtr.calls import LogicalCalls
     from tracecard.server.replay.environment import TrialEnvironment
     from tracecard.server.runs.registry import RunInfo
@@ -65,6 +66,8 @@ class Hooks:
     task_params: TaskParams | None = None
     task_fixture: TaskFixture | None = None
     infra_failure: InfraFailure | None = None
+    # A 429 from a `[limits.model]` upstream backs its key off for every worker (server/jobs).
+    model_backoff: ModelBackoff | None = None
     # Replay (server/replay) on the proxy's and the stdio bridge's hot path, memory only.
     environment: TrialEnvironment | None = None
     # Multi round-trip requests (server/mrtr): the recorder's rounds -> one logical call.

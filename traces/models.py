@@ -249,6 +249,18 @@ class JobAttemptRow(SQLModel, table=True):
     ended_at: datetime | None = None
 
 
+class JobBackoffRow(SQLModel, table=True):
+    """A limits key backed off after its model upstream answered 429: no worker's proxy sends
+    that upstream a request before `until` (tracecard.server.jobs.backoff)."""
+
+    __tablename__ = "job_backoffs"
+
+    key: str = Field(primary_key=True, max_length=200)  # `model:NAME`
+    until: datetime
+    hits: int = 0  # 429s in a row: the next delay without a Retry-After doubles
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
 class JobWorkerRow(SQLModel, table=True):
     """A `tracecard worker` (or the in-process worker of `tracecard run`): its heartbeat says it
     is alive; a worker whose heartbeat stopped has its cells recovered by another, once."""

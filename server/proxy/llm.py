@@ -68,6 +68,9 @@ async def handle_llm(
     environment = state.runtime.hooks.environment  # replay: the recorded answer, no upstream
     if environment is not None and await environment.llm(state.recorder, exchange, send):
         return
+    backoff = state.runtime.hooks.model_backoff  # a 429 on any worker holds this key
+    if backoff is not None:
+        await backoff.hold(upstream.name)
     url = upstream_url(upstream, raw_query, path)
     try:
         response = await open_upstream(
@@ -80,6 +83,8 @@ async def handle_llm(
         raise ProxyError(504 if timed_out else 502, exchange.error_text) from None
     exchange.status_code = response.status_code
     exchange.response_headers = response.items()
+    if backoff is not None and response.status_code == 429:  # before the agent can retry
+        await backoff.observe(upstream.name, 429, response.headers.get("retry-after"))
     await send(
         {
             "type": "http.response.start",

@@ -15,17 +15,16 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.scripted_model import ScriptedModel
 from tracecard.server.orchestration.embedded import free_port
 from tracecard.traces.store import Store
 
@@ -48,60 +47,6 @@ time.sleep(float(os.environ.get("AGENT_SLEEP", "0")))
 number = int(task[1:])
 print("the answer is 42" if number % 3 else "no idea")
 """
-
-
-class ScriptedModel:
-    """An OpenAI-compatible model that answers after a pause and counts requests in flight."""
-
-    def __init__(self, pause_s: float) -> None:
-        self.pause_s = pause_s
-        self.in_flight = 0
-        self.most = 0
-        self.requests = 0
-        self._lock = threading.Lock()
-        model = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with model._lock:
-                    model.in_flight += 1
-                    model.requests += 1
-                    model.most = max(model.most, model.in_flight)
-                time.sleep(model.pause_s)
-                with model._lock:
-                    model.in_flight -= 1
-                body = json.dumps(
-                    {
-                        "id": "c1",
-                        "object": "chat.completion",
-                        "model": "m",
-                        "choices": [
-                            {
-                                "index": 0,
-                                "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": "ok"},
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _suite(path: Path, count: int = TASKS) -> Path:
