@@ -181,7 +181,8 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
 
     The shape is the JSON API's, but `attributes` holds only the columns copied out of them
     (tool name, error type, role) plus `tracecard.evidence` of role-less spans (the waterfall
-    marks agent-reported spans), `resource` only `service.name`, and `events` only on spans
+    marks agent-reported spans) and `tracecard.probe.id` of verifier spans (a probe, apart from
+    its MCP client's own traffic), `resource` only `service.name`, and `events` only on spans
     that have some (the waterfall ticks them on every bar): the waterfall needs no arguments or
     results, and not parsing them is what keeps a 5,000-span trace page fast. Details are
     fetched per span on demand.
@@ -208,6 +209,11 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
         case((spans.role.is_(None), spans.resource["service.name"].as_string()), else_=None),
         # only a role-less span can be agent-reported (ingest drops a claimed role)
         case((spans.role.is_(None), spans.attributes[semconv.EVIDENCE].as_string()), else_=None),
+        # a verifier span's probe id: a probe, not its MCP client's traffic (few spans: cheap)
+        case(
+            (spans.role == semconv.ROLE_VERIFIER, spans.attributes[semconv.PROBE_ID].as_string()),
+            else_=None,
+        ),
         # most spans have no events: only those that have some are parsed
         case((cast(spans.events, String) != "[]", spans.events), else_=None),
     )
@@ -224,7 +230,7 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
     evidence_key = semconv.EVIDENCE
     for (
         span_id, trace_id, parent, run_id, name, kind, start, end, code, message,
-        tool, error, role, service, evidence, events,
+        tool, error, role, service, evidence, probe, events,
     ) in rows.values():  # fmt: skip
         attributes = {}
         if tool is not None:
@@ -235,6 +241,8 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
             attributes[role_key] = role
         if evidence is not None:
             attributes[evidence_key] = evidence
+        if probe is not None:
+            attributes[semconv.PROBE_ID] = probe
         if start < 0:
             start += U64
         if end is not None and end < 0:

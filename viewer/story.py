@@ -23,7 +23,7 @@ from tracecard.traces.models import RunRow, SpanRow
 from tracecard.traces.store import Store, span_row_to_dict
 from tracecard.viewer.conversation import ModelView, TranscriptEntry
 from tracecard.viewer.payloads import Image, fitted, parse_json_text, readable_result
-from tracecard.viewer.trace_view import is_turn_notice, span_error
+from tracecard.viewer.trace_view import is_probe_traffic, is_turn_notice, span_error
 
 MAX_CALLS: Final = 60  # agent calls read with payloads for the transcript
 MAX_CHECKS: Final = 40  # verifier spans read for the checks list
@@ -254,7 +254,7 @@ def build_story(
             s for s in outline if (s.get("attributes") or {}).get(sc.ROLE) == sc.ROLE_VERIFIER
         ]
         notices = [s["span_id"] for s in verifier if _is_notice(s)]
-        checks = [s["span_id"] for s in verifier if not _is_notice(s)][:MAX_CHECKS]
+        checks = [s["span_id"] for s in verifier if sc.PROBE_ID in s["attributes"]][:MAX_CHECKS]
         turns = [
             s["span_id"]
             for s in outline
@@ -274,6 +274,8 @@ def build_story(
         if attributes.get(sc.ROLE) == sc.ROLE_VERIFIER:
             if _is_notice(span):
                 story.entries.append(notice_entry(span))
+            elif is_probe_traffic(span):
+                pass  # a probe client's handshake and requests: in the waterfall, under the probe
             elif len(story.checks) < MAX_CHECKS:
                 story.checks.append(check_entry(span))
             continue

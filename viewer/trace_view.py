@@ -57,6 +57,7 @@ class SpanLine:
     turn_user: str | None = None  # turn spans of a multi-turn run: the user message handed out
     reported: bool = False  # `tracecard.evidence = agent_reported`: shown, never evidence
     events: list[tuple[int, str]] = field(default_factory=list)  # (time, name), marked on the bar
+    probe_id: str | None = None  # a verifier span: the task's probe it recorded
 
     @property
     def bar(self) -> Markup:
@@ -77,6 +78,12 @@ class SpanLine:
     def is_notice(self) -> bool:
         """A turn notice: tracecard told an upstream that a turn began (not a check of state)."""
         return is_turn_notice(self.name, self.role)
+
+    @property
+    def is_probe_traffic(self) -> bool:
+        """A verifier span that is neither a probe nor a notice: the MCP traffic of a probe's
+        client (its handshake, its call as sent, a tools/list), nested under that probe."""
+        return self.role == sc.ROLE_VERIFIER and self.probe_id is None and not self.is_notice
 
     @property
     def kind(self) -> str:
@@ -205,7 +212,7 @@ def _tree_order(spans: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], i
         is_check = role == sc.ROLE_VERIFIER and not is_turn_notice(span.get("name"), role)
         (checks if is_check else children)[key].append(span)
     for key, found in checks.items():
-        children[key].extend(found)
+        children[key].extend(_nest_probe_traffic(found, children))
     ordered: list[tuple[dict[str, Any], int]] = []
     visited: set[str] = set()
     stack = [(s, 0) for s in reversed(children[None])]
@@ -221,6 +228,44 @@ def _tree_order(spans: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], i
     # A parent cycle leaves spans unreachable from any root: show them at the top level.
     ordered.extend((s, 0) for s in spans if s["span_id"] not in visited)
     return ordered
+
+
+def is_probe_traffic(span: dict[str, Any]) -> bool:
+    """A verifier span that is the MCP traffic of a probe's client, not a probe or a notice."""
+    attributes = span.get("attributes") or {}
+    role = attributes.get(sc.ROLE)
+    return (
+        role == sc.ROLE_VERIFIER
+        and sc.PROBE_ID not in attributes
+        and not is_turn_notice(span.get("name"), role)
+    )
+
+
+def _nest_probe_traffic(
+    found: list[dict[str, Any]], children: dict[str | None, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The checks of one parent, with each probe client's traffic (the proxy records it as the
+    parent's children) moved under the probe whose time it falls in."""
+    probes = [s for s in found if not is_probe_traffic(s)]
+    kept = []
+    for span in found:
+        holder = _holder(span, probes) if is_probe_traffic(span) else None
+        if holder is None:
+            kept.append(span)
+        else:
+            children[holder["span_id"]].append(span)
+    return kept
+
+
+def _holder(span: dict[str, Any], probes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    start = int(span.get("start_time_unix_nano") or 0)
+    for probe in probes:
+        end = probe.get("end_time_unix_nano")
+        if int(probe.get("start_time_unix_nano") or 0) <= start and (
+            end is None or start <= int(end)
+        ):
+            return probe
+    return None
 
 
 def _turn_user(span: dict[str, Any], attributes: dict[str, Any]) -> str | None:
@@ -279,6 +324,7 @@ def build_trace(spans: Sequence[dict[str, Any]], scores: Iterable[ScoreRow]) -> 
             turn_user=_turn_user(span, attributes) if sc.TURN_INDEX in attributes else None,
             reported=attributes.get(sc.EVIDENCE) == sc.EVIDENCE_AGENT_REPORTED,
             events=_event_marks(span.get("events")),
+            probe_id=str(probe) if (probe := attributes.get(sc.PROBE_ID)) is not None else None,
         )
         lines.append(line)
         by_id[line.span_id] = line

@@ -74,6 +74,12 @@ def _chips(line: SpanLine) -> str:
             '<span class="chip notice" title="tracecard told the upstream that a turn began: '
             'not the agent\'s call, and not a check of the outcome">turn notice</span>'
         )
+    elif line.is_probe_traffic:
+        chips.append(
+            '<span class="chip check" title="the MCP traffic of the check above it (its client\'s '
+            'handshake and requests): not the agent\'s, and not a check of its own">'
+            "check traffic</span>"
+        )
     elif line.role == "verifier":
         chips.append(
             '<span class="chip check" title="an outcome probe tracecard ran, not the agent">'
@@ -92,6 +98,8 @@ def _label(line: SpanLine) -> str:
     """A row's name: tracecard's checks and turn notices say so, not looking like agent calls."""
     if line.is_notice:
         return f"turn notice: {line.tool}" if line.tool else line.name
+    if line.is_probe_traffic:
+        return line.name
     if line.role == "verifier":
         return f"check: {line.tool or line.name}"
     return line.name

@@ -4,39 +4,19 @@ outcome nor drawn as one in the waterfall."""
 
 from __future__ import annotations
 
-import html
 import re
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from litestar.testing import AsyncTestClient
-
-from tests.viewer.conftest import IN_PROCESS_URL
-from tests.viewer.data import _hex, _span, probe_span, tool_span
-from tracecard.server.app import asgi_app
+from tests.viewer.data import _span, probe_span, tool_span
+from tests.viewer.one_run import one_run, text_of, transcript_of
 from tracecard.server.evaluation.turn_notice import TURN_NOTICE_SPAN
-from tracecard.server.settings import Settings
 from tracecard.traces import semconv as sc
-from tracecard.traces.models import RunRow
-from tracecard.traces.store import Store
-
-
-def _text(part: str) -> str:
-    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", part)))
 
 
 async def test_a_turn_notice_is_labelled_as_one_not_as_a_check(tmp_path: Path) -> None:
     assert TURN_NOTICE_SPAN == sc.TURN_NOTICE_SPAN  # the recorder and the viewer agree
-    url = f"sqlite:///{tmp_path / 'tracecard.db'}"
-    store = Store(url)
-    store.create_schema()
-    created = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5)
-    run = RunRow(id=_hex(8), task_id="miss-func", config_name="bfcl", status="finished",
-                 trace_id=_hex(16), root_span_id=_hex(8), created_at=created)
-    store.add_run(run)
-    at = int(created.timestamp() * 1e9)
-    root = _span(run, "invoke_agent bfcl", at, 3000, None, kind=sc.KIND_INTERNAL,
-                 span_id=run.root_span_id)
+    made = one_run(tmp_path, "miss-func", "bfcl")
+    run, at = made.run, made.at
     # turn 0's call and its check (the probe after it), then turn 1 with its notice
     call = tool_span(run, ("cd", {"folder": "docs"}, {"ok": True}, None, 20), at + 10**8,
                      run.root_span_id)
@@ -49,22 +29,16 @@ async def test_a_turn_notice_is_labelled_as_one_not_as_a_check(tmp_path: Path) -
                                sc.GEN_AI_TOOL_NAME: "_bfcl_turn"})
     sort = tool_span(run, ("sort", {"file": "a"}, {"ok": True}, None, 20), at + 10**9 + 10**8,
                      turn["span_id"])
-    store.insert_spans([root, call, check, turn, notice, sort])
-    settings = Settings(db=url, sandbox_root=str(tmp_path / "sandboxes"))
-    try:
-        async with AsyncTestClient(asgi_app(settings, store), base_url=IN_PROCESS_URL) as client:
-            page = (await client.get(f"/runs/{run.id}")).text
-    finally:
-        store.dispose()
-    transcript = page[page.index('id="tr-h"') : page.index("</section>", page.index('id="tr-h"'))]
+    page = await made.page(call, check, turn, notice, sort)
+    transcript = transcript_of(page)
     checks_at = transcript.index('id="checks-h"')
-    told = _text(transcript[:checks_at])
+    told = text_of(transcript[:checks_at])
     # in the transcript, after the turn's user message, in words
     assert "Now sort the files." in told and "turn notice: turn 1 begins" in told
     assert told.index("Now sort the files.") < told.index("turn notice: turn 1 begins")
     assert "tracecard told bfcl with _bfcl_turn" in told
     # the checks are the outcome probes only: the notice is neither listed nor counted there
-    checks = _text(transcript[checks_at:])
+    checks = text_of(transcript[checks_at:])
     assert "check state" in checks and "_bfcl_turn" not in checks and "notice" not in checks
     assert "2 tool calls, 1 check by tracecard" in told
     # the waterfall row says turn notice, in its label and its chip, and is drawn as one
