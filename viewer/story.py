@@ -13,7 +13,7 @@ so a 5,000-span trace costs one bounded query here.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from sqlalchemy import select
@@ -49,6 +49,7 @@ class StoryEntry:
     duration_ns: int | None = None
     target: str = ""  # the span that executed a requested call
     answers: str = ""  # a multi round-trip call: the agent's answers to the server, per round
+    repeats: tuple[str, ...] = ()  # the spans of the identical calls that came right after it
 
 
 @dataclass
@@ -292,8 +293,27 @@ def build_story(
     if model is not None:
         story.entries += [e for t in model.transcript if (e := _model_entry(t, model)) is not None]
     story.entries.sort(key=lambda e: e.at_ns)  # stable: a request's messages keep their order
+    story.entries = _fold_repeats(story.entries)
     story.checks.sort(key=lambda e: e.at_ns)
     return story
+
+
+def _fold_repeats(entries: list[StoryEntry]) -> list[StoryEntry]:
+    """Calls made again and again with the same arguments and the same result, one right after
+    the other, as one entry marked ×N: a loop reads as a loop, not as N screens of one result."""
+    folded: list[StoryEntry] = []
+    for entry in entries:
+        last = folded[-1] if folded else None
+        if (
+            last is not None
+            and entry.kind == "call" == last.kind
+            and (entry.who, entry.text, entry.result, entry.error, entry.answers, entry.images)
+            == (last.who, last.text, last.result, last.error, last.answers, last.images)
+        ):
+            folded[-1] = replace(last, repeats=(*last.repeats, entry.span_id))
+        else:
+            folded.append(entry)
+    return folded
 
 
 def spans_by_id(store: Store, span_ids: Sequence[str]) -> list[dict[str, Any]]:
