@@ -8,7 +8,6 @@ plain key/value table, so a scorer that adds a field loses nothing here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -16,89 +15,32 @@ import orjson
 from tracecard.scorers.redacted import contains_fingerprint
 from tracecard.scorers.suite import Task
 from tracecard.traces.models import ScoreRow
+from tracecard.viewer.evidence_budget import BudgetLayouts
+from tracecard.viewer.evidence_tables import (
+    CELL_CHARS,
+    SHOW_PASSING,
+    Cell,
+    ComponentEvidence,
+    Row,
+    Table,
+    cut,
+)
 from tracecard.viewer.story import ArgumentsOf
 from tracecard.viewer.task_view import matcher_text
 from tracecard.viewer.trace_view import cited_span_ids
 
-SHOW_PASSING: Final = 4  # passing rows shown before the rest collapse behind a count
-CELL_CHARS: Final = 300
+__all__ = [
+    "CELL_CHARS",
+    "SHOW_PASSING",
+    "Cell",
+    "ComponentEvidence",
+    "Row",
+    "Table",
+    "component_evidence",
+]
 
 
-@dataclass(frozen=True)
-class Cell:
-    text: str
-    code: bool = True  # monospace (a value), else prose
-
-
-@dataclass
-class Row:
-    cells: list[Cell]
-    ok: bool | None = None  # ✓, ✗, or neither
-    spans: list[str] = field(default_factory=list)
-    note: str = ""  # why it failed, differing paths
-
-
-@dataclass
-class Table:
-    """One small table: a caption (with its own ✓/✗ and span links), a head, rows."""
-
-    anchor: str  # the element id: `ev-<component>-<n>`, a permalink
-    caption: str
-    head: tuple[str, ...]
-    rows: list[Row] = field(default_factory=list)
-    hidden: list[Row] = field(default_factory=list)  # passing rows past SHOW_PASSING
-    ok: bool | None = None
-    spans: list[str] = field(default_factory=list)
-    note: str = ""
-
-    def settle(self) -> Table:
-        """Show every failing row; collapse the other rows past the first few behind a count."""
-        passing = [r for r in self.rows if r.ok is not False]
-        if len(passing) > SHOW_PASSING + 1:
-            keep = {id(r) for r in passing[:SHOW_PASSING]}
-            self.hidden = [r for r in self.rows if r.ok is not False and id(r) not in keep]
-            self.rows = [r for r in self.rows if r.ok is False or id(r) in keep]
-        return self
-
-
-@dataclass
-class ComponentEvidence:
-    component: str
-    facts: list[tuple[str, str]] = field(default_factory=list)  # a one-line summary
-    tables: list[Table] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    raw: str = ""
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return "—"
-    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
-    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1] + "…"
-
-
-def _mark(ok: bool | None) -> str:
-    return "✓" if ok else ("–" if ok is None else "✗")
-
-
-class _Builder:
-    def __init__(self, score: ScoreRow, task: Task | None, arguments_of: ArgumentsOf) -> None:
-        self.score = score
-        self.task = task
-        self.arguments_of = arguments_of
-        self.out = ComponentEvidence(component=score.component)
-        self.used: set[str] = set()
-
-    def table(self, caption: str, head: tuple[str, ...], **extra: Any) -> Table:
-        table = Table(f"ev-{self.score.component}-{len(self.out.tables)}", caption, head, **extra)
-        self.out.tables.append(table)
-        return table
-
-    def fact(self, evidence: dict[str, Any], key: str, label: str | None = None) -> None:
-        if key in evidence:
-            self.used.add(key)
-            self.out.facts.append((label or key.replace("_", " "), _text(evidence[key])))
-
+class _Builder(BudgetLayouts):
     # --- invocation ---------------------------------------------------------------------------
     def invocation(self, evidence: dict[str, Any], turn: int | None = None) -> None:
         self.used |= {"expected", "extra_calls", "calls", "turns", "mode"}
@@ -149,7 +91,7 @@ class _Builder:
                     # clear value beside it, the suite's included (docs/proxy.md, redaction)
                     wanted = "(the suite's value, compared by its fingerprint)"
                 table.rows.append(
-                    Row([Cell(name), Cell(wanted), Cell(_text(seen))], ok, note="; ".join(failing))
+                    Row([Cell(name), Cell(wanted), Cell(cut(seen))], ok, note="; ".join(failing))
                 )
             if any(r.note for r in table.rows):
                 table.note = ""  # each failing argument says why on its own row
@@ -162,9 +104,30 @@ class _Builder:
                 if isinstance(call, dict):
                     sid = str(call.get("span_id") or "")
                     table.rows.append(
-                        Row([Cell(_text(call.get("tool")))], None, [sid] if sid else [])
+                        Row([Cell(cut(call.get("tool")))], None, [sid] if sid else [])
                     )
             table.settle()
+        repeated = [r for r in evidence.get("repeated") or [] if isinstance(r, dict)]
+        if repeated:  # a loop: the same call again and again, past the suite's allowance
+            self.used |= {"repeated", "max_repeats"}
+            table = self.table(
+                f"{prefix}identical calls beyond the allowed repeats",
+                ("tool", "made", "allowed", "charged"),
+            )
+            for r in repeated:
+                charged = [str(c) for c in r.get("charged") or []]
+                table.rows.append(
+                    Row(
+                        [
+                            Cell(cut(r.get("tool"))),
+                            Cell(f"{r.get('times')}×"),
+                            Cell(f"{cut(evidence.get('max_repeats'))}×"),
+                            Cell(f"{len(charged)} call{'s' if len(charged) != 1 else ''}"),
+                        ],
+                        False,
+                        charged[:1] + charged[-1:] if len(charged) > 1 else charged,
+                    )
+                )
         for key in ("matched", "precision", "recall", "order", "allow_extra", "source", "note"):
             self.fact(evidence, key)
 
@@ -177,7 +140,7 @@ class _Builder:
             table = self.table(caption, ("probe · path", "expected", "observed"))
             for p in rows:
                 op, value = str(p.get("op") or ""), p.get("value")
-                wanted = op if op in ("exists", "absent") else f"{op} {_text(value)}"
+                wanted = op if op in ("exists", "absent") else f"{op} {cut(value)}"
                 notes = [str(p["reason"])] if p.get("reason") and not p.get("holds") else []
                 if p.get("differing"):
                     notes.append("differs at " + ", ".join(str(d) for d in p["differing"]))
@@ -188,7 +151,7 @@ class _Builder:
                         [
                             Cell(f"{p.get('probe')} · {p.get('path')}"),
                             Cell(wanted),
-                            Cell(_text(p.get("observed"))),
+                            Cell(cut(p.get("observed"))),
                         ],
                         bool(p.get("holds")) if "holds" in p else None,
                         [str(p["span_id"])] if p.get("span_id") else [],
@@ -212,10 +175,10 @@ class _Builder:
             table.rows.append(
                 Row(
                     [
-                        Cell(_text(v.get("rule"))),
-                        Cell(_text(v.get("severity")) + blocked),
-                        Cell(_text(v.get("tool"))),
-                        Cell(_text(v.get("reason")), code=False),
+                        Cell(cut(v.get("rule"))),
+                        Cell(cut(v.get("severity")) + blocked),
+                        Cell(cut(v.get("tool"))),
+                        Cell(cut(v.get("reason")), code=False),
                     ],
                     v.get("severity") not in ("critical", "major"),
                     [str(v["span_id"])] if v.get("span_id") else [],
@@ -228,7 +191,7 @@ class _Builder:
             for u in unevaluated:
                 table.rows.append(
                     Row(
-                        [Cell(_text(u.get("rule"))), Cell(_text(u.get("reason")), code=False)],
+                        [Cell(cut(u.get("rule"))), Cell(cut(u.get("reason")), code=False)],
                         None,
                         [str(u["span_id"])] if u.get("span_id") else [],
                     )
@@ -240,132 +203,6 @@ class _Builder:
         for key in ("gate", "gate_if_kept", "gate_if_broken", "note", "sandbox"):
             self.fact(evidence, key)
 
-    # --- efficiency ---------------------------------------------------------------------------
-    def efficiency(self, evidence: dict[str, Any]) -> None:
-        spec = self.task.efficiency if self.task is not None else None
-        parts: dict[str, Any] = evidence.get("parts") or {}
-        if not isinstance(parts, dict):
-            parts = {}
-        self.used |= {"parts", "redundant", "errors"}
-        tokens = None
-        if evidence.get("input_tokens") is not None or evidence.get("output_tokens") is not None:
-            tokens = (evidence.get("input_tokens") or 0) + (evidence.get("output_tokens") or 0)
-        budget = (
-            ("calls", evidence.get("calls"), evidence.get("optimal_calls"), "call_economy"),
-            (
-                "tool latency (ms)",
-                evidence.get("latency_ms"),
-                spec.max_latency_ms if spec else None,
-                "latency",
-            ),
-            ("tokens", tokens, spec.max_tokens if spec else None, "token_budget"),
-            (
-                "model turns",
-                evidence.get("model_turns"),
-                spec.max_model_turns if spec else None,
-                "model_turns",
-            ),
-            (
-                "model time (ms)",
-                evidence.get("model_latency_ms"),
-                spec.max_model_latency_ms if spec else None,
-                "model_latency",
-            ),
-        )
-        self.used |= {
-            "calls",
-            "optimal_calls",
-            "latency_ms",
-            "input_tokens",
-            "output_tokens",
-            "model_turns",
-            "model_latency_ms",
-        }
-        table = self.table("used against the budget", ("measure", "used", "budget", "part"))
-        for label, used, limit, part in budget:
-            if used is None and limit is None:
-                continue
-            score = parts.get(part)
-            ok = None if score is None else score >= 1.0
-            table.rows.append(
-                Row(
-                    [
-                        Cell(label),
-                        Cell(_text(used)),
-                        Cell(_text(limit)),
-                        Cell("—" if score is None else f"{score:.2f}"),
-                    ],
-                    ok,
-                )
-            )
-        for part in ("non_redundant", "error_handling"):
-            if part in parts:
-                table.rows.append(
-                    Row(
-                        [
-                            Cell(part.replace("_", " ")),
-                            Cell(""),
-                            Cell(""),
-                            Cell(f"{parts[part]:.2f}"),
-                        ],
-                        parts[part] >= 1.0,
-                    )
-                )
-        errors = [e for e in evidence.get("errors") or [] if isinstance(e, dict)]
-        if errors:
-            table = self.table(f"errors ({len(errors)})", ("error", "recovered"))
-            for e in errors:
-                table.rows.append(
-                    Row(
-                        [
-                            Cell(_text(e.get("error_type"))),
-                            Cell("yes" if e.get("recovered") else "no"),
-                        ],
-                        bool(e.get("recovered")),
-                        [str(e["span_id"])] if e.get("span_id") else [],
-                    )
-                )
-        redundant = [r for r in evidence.get("redundant") or [] if r is not None]
-        if redundant:
-            table = self.table(f"redundant calls ({len(redundant)})", ("call",))
-            for r in redundant:
-                table.rows.append(Row([Cell(_text(r))], False, list(cited_span_ids(r))))
-            table.settle()
-
-    # --- completion ---------------------------------------------------------------------------
-    def completion(self, evidence: dict[str, Any]) -> None:
-        self.used |= {"checks"}
-        checks = [c for c in evidence.get("checks") or [] if isinstance(c, dict)]
-        if checks:
-            table = self.table("answer checks", ("check", "expected", "note"))
-            for c in checks:
-                written: dict[str, Any] = c["spec"] if isinstance(c.get("spec"), dict) else {}
-                table.rows.append(
-                    Row(
-                        [
-                            Cell(_text(c.get("check"))),
-                            Cell(_text(written.get(str(c.get("check")), written))),
-                            Cell(_text(c.get("note") or c.get("reason") or ""), code=False),
-                        ],
-                        c.get("passed") if isinstance(c.get("passed"), bool) else None,
-                    )
-                )
-        for key in ("status", "require_finished", "answer_source"):
-            self.fact(evidence, key)
-
-    # --- composite ----------------------------------------------------------------------------
-    def composite(self, evidence: dict[str, Any]) -> None:
-        weights: dict[str, Any] = evidence.get("weights") or {}
-        if not isinstance(weights, dict):
-            weights = {}
-        self.used |= {"weights", "constants"}
-        if weights:
-            table = self.table("weights", ("component", "weight"))
-            for name, weight in weights.items():
-                table.rows.append(Row([Cell(str(name)), Cell(_text(weight))]))
-        for key in ("weighted", "gate", "efficiency_penalty", "excluded"):
-            self.fact(evidence, key)
-
     def rest(self, evidence: dict[str, Any]) -> None:
         """Keys no table showed: a plain key/value table, values cut, lists counted."""
         left = [(k, v) for k, v in evidence.items() if k not in self.used]
@@ -374,7 +211,7 @@ class _Builder:
             left = [(k, v) for k, v in left if k != "reason"]
         for key, value in left:
             if not isinstance(value, (list, dict)):
-                self.out.facts.append((key.replace("_", " "), _text(value)))
+                self.out.facts.append((key.replace("_", " "), cut(value)))
         left = [(k, v) for k, v in left if isinstance(v, (list, dict))]
         if not left:
             return
@@ -382,7 +219,7 @@ class _Builder:
         for key, value in left:
             label = f"{key} ({len(value)})" if isinstance(value, list) else str(key)
             table.rows.append(
-                Row([Cell(label), Cell(_text(value))], None, list(cited_span_ids(value))[:5])
+                Row([Cell(label), Cell(cut(value))], None, list(cited_span_ids(value))[:5])
             )
 
 
