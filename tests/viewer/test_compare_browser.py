@@ -99,6 +99,14 @@ def test_compare_five_trials_with_repeats(served: Served, watched: Watched) -> N
     assert '"state": "done"' in cells.nth(0).inner_text()
     # result previews read the MCP content, not its envelope
     assert '"content"' not in page.locator("table.compare tbody").inner_text()
+    # a preview longer than three lines is clamped by lines, which draws an ellipsis (a
+    # max-height cut it mid-line with none): each shows whole lines only
+    clamps = page.locator("table.compare div.result").evaluate_all(
+        """els => els.map(e => [getComputedStyle(e).webkitLineClamp, e.clientHeight,
+            parseFloat(getComputedStyle(e).lineHeight)])"""
+    )
+    assert clamps and all(c[0] == "3" for c in clamps), clamps
+    assert all(abs(c[1] / c[2] - round(c[1] / c[2])) < 0.05 for c in clamps), clamps
     _shot(watched, served, "compare-trials-repeats")
     # the final answers and each trial's verdict, in one row each
     answers = page.locator("tr.answers td")
