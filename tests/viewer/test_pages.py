@@ -253,3 +253,17 @@ async def test_only_runs_in_progress_poll(night_client: NightClient) -> None:
     assert (await get(night_client, f"/runs/{night.live_run}/live")).status_code == 200
     rows = (await get(night_client, "/runs")).text
     assert rows.count('hx-trigger="every 2s"') == 1
+
+
+async def test_a_runs_start_is_a_day_and_a_time_that_never_split(night_client: NightClient) -> None:
+    """The start cell read "2026-12-03 / 17:00:55 / UTC" on up to four lines in a narrow column:
+    it is the day, then the time, each kept whole (td.when span), UTC said once in the header."""
+    html = (await get(night_client, "/runs")).text
+    assert "Started (UTC)" in html
+    cells = re.findall(
+        r'<td class="num when" title="(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC">'
+        r"<span>(\d{4}-\d\d-\d\d)</span> <span>(\d\d:\d\d:\d\d)</span></td>",
+        html,
+    )
+    assert len(cells) == 42
+    assert all(full == f"{day} {clock}" for full, day, clock in cells)
