@@ -148,3 +148,28 @@ def test_a_kind_a_model_call_cannot_take_is_a_one_line_error(world: World) -> No
     detail = caught.value.detail
     assert "fault rule 'rule-1': truncate does not apply to model upstream claude" in detail
     assert "\n" not in detail
+
+
+def test_a_fault_over_a_model_replay_comes_before_the_recording(world: World) -> None:
+    """The 429 answers instead of the recording, which is not used up: the SDK's retry gets
+    the recorded answer, and the model upstream sees nothing."""
+    with TracecardClient(world.server.url) as client:
+        source = client.create_experiment(world.suite, {"name": "model-faults"}, 1)
+        recorded = _chat(source.runs[0].urls["openai"], retries=0)
+        client.finish_run(source.runs[0].id, final_answer="hi")
+        rule = {"kind": "http_status", "upstream": "openai", "status": 429, "nth": 1}
+        experiment = client.create_experiment(
+            world.suite,
+            {"name": "model-faults"},
+            1,
+            replay={"source": source.id, "mode": "model"},
+            faults={"seed": 7, "rules": [{**rule, "retry_after": 0}]},
+        )
+    before = len(world.model.received)
+    assert _chat(experiment.runs[0].urls["openai"], retries=2) == recorded
+    assert len(world.model.received) == before
+    finished, (faulted, answered) = world.finish(experiment.runs[0].id)
+    assert faulted["attributes"]["tracecard.fault.kind"] == "http_status"
+    assert "tracecard.replay" not in faulted["attributes"]
+    assert answered["attributes"]["tracecard.replay"] == "recorded"
+    assert [(f["kind"], f["recovered"]) for f in finished["faults"]] == [("http_status", True)]
