@@ -28,7 +28,7 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import ColumnElement, TextClause
 
 from tracecard.traces import semconv
 from tracecard.traces.models import RunRow, ScoreRow, SpanRow
@@ -231,7 +231,6 @@ def _searched_count(
     """(matching runs up to COUNT_CAP + 1, exact?): the index alone when search is the only
     filter; else the newest SEARCH_COUNT_BUDGET matching documents against the other filters
     (not exact when there are more)."""
-    runs: Any = RunRow
     assert query.text is not None
     match = fts_expression(parse_terms(query.text))
     matches = text(
@@ -245,11 +244,36 @@ def _searched_count(
             "SELECT run_id FROM run_search WHERE run_search MATCH :match "
             "ORDER BY rowid DESC LIMIT :budget"
         ).bindparams(match=match, budget=SEARCH_COUNT_BUDGET)
-        among = runs.id.in_(newest.columns(column("run_id", String)))
-        capped = select(runs.id).where(*others, among).limit(COUNT_CAP + 1).subquery()
-        total = int(session.execute(select(func.count()).select_from(capped)).scalar_one())
         seen = session.execute(matches, {"match": match, "cap": SEARCH_COUNT_BUDGET + 1})
-        return total, total > COUNT_CAP or int(seen.scalar_one()) <= SEARCH_COUNT_BUDGET
+        return _count_among(session, others, newest, int(seen.scalar_one()))
+
+
+def _postgres_searched_count(
+    session: Any, tsquery: str, others: list[ColumnElement[bool]]
+) -> tuple[int, bool]:
+    """PostgreSQL: (runs matching `others` among the first SEARCH_COUNT_BUDGET documents that
+    match `tsquery`, up to COUNT_CAP + 1; exact when there were no more matches)."""
+    matching = "FROM run_search WHERE document @@ to_tsquery('simple', :tsquery)"
+    first = text(f"SELECT run_id {matching} LIMIT :budget").bindparams(
+        tsquery=tsquery, budget=SEARCH_COUNT_BUDGET
+    )
+    seen = session.execute(
+        text(f"SELECT count(*) FROM (SELECT 1 {matching} LIMIT :cap) AS found"),
+        {"tsquery": tsquery, "cap": SEARCH_COUNT_BUDGET + 1},
+    )
+    return _count_among(session, others, first, int(seen.scalar_one()))
+
+
+def _count_among(
+    session: Any, others: list[ColumnElement[bool]], documents: TextClause, seen: int
+) -> tuple[int, bool]:
+    """(runs matching `others` among the runs of `documents` (a run_id query), up to COUNT_CAP
+    + 1; exact?): not exact when `seen` (matches counted up to the budget + 1) passed it."""
+    runs: Any = RunRow
+    among = runs.id.in_(documents.columns(column("run_id", String)))
+    capped = select(runs.id).where(*others, among).limit(COUNT_CAP + 1).subquery()
+    total = int(session.execute(select(func.count()).select_from(capped)).scalar_one())
+    return total, total > COUNT_CAP or seen <= SEARCH_COUNT_BUDGET
 
 
 def find_runs(
@@ -299,6 +323,12 @@ def find_runs(
                 values = {"tsquery": ts_query(terms), "cap": COUNT_CAP + 1}
                 found = session.execute(counted, values)
                 total, exact = int(found.scalar_one()), True
+            elif postgres_search and terms:
+                # search among other filters: joining every match to the runs cost 410 ms for a
+                # word in 1% of 1,000,000 runs; as on SQLite, the other filters are counted
+                # among SEARCH_COUNT_BUDGET matches, and the total says "at least" past them
+                others = _conditions(store, query, with_text=False)
+                total, exact = _postgres_searched_count(session, ts_query(terms), others)
             else:
                 total, exact = int(session.execute(counting).scalar_one()), True
     more = len(rows) > limit
