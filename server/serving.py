@@ -28,8 +28,10 @@ def grace_seconds(settings: Settings) -> float:
 
 def server_options(settings: Settings) -> dict[str, Any]:
     """uvicorn options shared by `tracecard serve`, the embedded server and the test helpers."""
+    from tracecard.server.http_protocol import OneWriteHttpTools
+
     return {
-        "http": "httptools",
+        "http": OneWriteHttpTools,  # httptools; a whole answer's head and body in one write
         "lifespan": "on",
         "access_log": False,
         "server_header": False,  # a proxied answer keeps the upstream's own `server`
