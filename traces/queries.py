@@ -181,11 +181,12 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
 
     The shape is the JSON API's, but `attributes` holds only the columns copied out of them
     (tool name, error type, role) plus `tracecard.evidence` of role-less spans (the waterfall
-    marks agent-reported spans) and `tracecard.probe.id` of verifier spans (a probe, apart from
-    its MCP client's own traffic), `resource` only `service.name`, and `events` only on spans
-    that have some (the waterfall ticks them on every bar): the waterfall needs no arguments or
-    results, and not parsing them is what keeps a 5,000-span trace page fast. Details are
-    fetched per span on demand.
+    marks agent-reported spans), `tracecard.probe.id` of verifier spans (a probe, apart from
+    its MCP client's own traffic) and `tracecard.probe` of a `server/discover` (a version
+    probe), `resource` only `service.name`, and `events` only on spans that have some (the
+    waterfall ticks them on every bar): the waterfall needs no arguments or results, and not
+    parsing them is what keeps a 5,000-span trace page fast. Details are fetched per span on
+    demand.
     """
     spans: Any = SpanRow
     columns = (
@@ -209,9 +210,11 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
         case((spans.role.is_(None), spans.resource["service.name"].as_string()), else_=None),
         # only a role-less span can be agent-reported (ingest drops a claimed role)
         case((spans.role.is_(None), spans.attributes[semconv.EVIDENCE].as_string()), else_=None),
-        # a verifier span's probe id: a probe, not its MCP client's traffic (few spans: cheap)
+        # a verifier span's probe id (a probe, not its MCP client's traffic), a server/discover's
+        # `tracecard.probe` (a version probe, not an error): few spans, cheap
         case(
             (spans.role == semconv.ROLE_VERIFIER, spans.attributes[semconv.PROBE_ID].as_string()),
+            (spans.name == "server/discover", spans.attributes[semconv.PROBE].as_string()),
             else_=None,
         ),
         # most spans have no events: only those that have some are parsed
@@ -242,7 +245,7 @@ def trace_outline(store: Store, run: RunRow) -> list[dict[str, Any]]:
         if evidence is not None:
             attributes[evidence_key] = evidence
         if probe is not None:
-            attributes[semconv.PROBE_ID] = probe
+            attributes[semconv.PROBE_ID if role == semconv.ROLE_VERIFIER else semconv.PROBE] = probe
         if start < 0:
             start += U64
         if end is not None and end < 0:

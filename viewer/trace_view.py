@@ -58,6 +58,7 @@ class SpanLine:
     reported: bool = False  # `tracecard.evidence = agent_reported`: shown, never evidence
     events: list[tuple[int, str]] = field(default_factory=list)  # (time, name), marked on the bar
     probe_id: str | None = None  # a verifier span: the task's probe it recorded
+    version_probe: bool = False  # a client's server/discover refused by an older server
 
     @property
     def bar(self) -> Markup:
@@ -325,6 +326,7 @@ def build_trace(spans: Sequence[dict[str, Any]], scores: Iterable[ScoreRow]) -> 
             reported=attributes.get(sc.EVIDENCE) == sc.EVIDENCE_AGENT_REPORTED,
             events=_event_marks(span.get("events")),
             probe_id=str(probe) if (probe := attributes.get(sc.PROBE_ID)) is not None else None,
+            version_probe=attributes.get(sc.PROBE) == sc.PROBE_VERSION,
         )
         lines.append(line)
         by_id[line.span_id] = line

@@ -69,6 +69,12 @@ def _chips(line: SpanLine) -> str:
     if line.turn_user is not None:
         user = escape(line.turn_user if len(line.turn_user) <= 120 else line.turn_user[:117] + "…")
         chips.append(f'<span class="chip turn" title="the user message of this turn">{user}</span>')
+    if line.version_probe:
+        chips.append(
+            '<span class="chip probe" title="the client asked server/discover first; the older '
+            "server refused it and the client's SDK fell back to initialize: not an error "
+            '(MCP 2026-07-28, backward compatibility)">version probe</span>'
+        )
     if line.is_notice:
         chips.append(
             '<span class="chip notice" title="tracecard told the upstream that a turn began: '
@@ -140,6 +146,7 @@ def waterfall_rows(run_id: str, lines: Sequence[SpanLine], t0: int = 0, t1: int 
             or line.requested_by is not None
             or line.turn_user is not None
             or line.role == "verifier"
+            or line.version_probe
             or line.evidence
         )
         end = line.end_ns

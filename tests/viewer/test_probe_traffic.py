@@ -55,3 +55,22 @@ async def test_a_probes_own_traffic_is_neither_listed_nor_counted_as_a_check(
     for span in wire:
         label, chips = shown[span["span_id"]]
         assert label == span["name"] and chips.endswith(">check traffic"), (label, chips)
+
+
+async def test_a_version_probe_is_marked_as_one_not_as_an_error(tmp_path: Path) -> None:
+    """The official client's `server/discover` refused by an older server (recorded with
+    `tracecard.probe = version`, no error type) says "version probe" on its row."""
+    made = one_run(tmp_path, "adhoc", "adhoc", ms=1000)
+    run, at = made.run, made.at
+    attributes = {sc.ROLE: sc.ROLE_AGENT, sc.MCP_METHOD_NAME: "server/discover",
+                  sc.RPC_RESPONSE_STATUS_CODE: "-32601", sc.PROBE: sc.PROBE_VERSION}
+    probe = _span(run, "server/discover", at + 10**6, 5, run.root_span_id, attributes=attributes)
+    initialize = _span(run, "initialize", at + 10**7, 5, run.root_span_id,
+                       attributes={sc.ROLE: sc.ROLE_AGENT, sc.MCP_METHOD_NAME: "initialize"})
+    page = await made.page(probe, initialize)
+    rows = dict(
+        re.findall(r'<li class="span k-\w+" id="span-(\w+)">(.*?)</summary>', page, re.S)
+    )
+    assert ">version probe</span>" in rows[probe["span_id"]]
+    assert "chip fail" not in rows[probe["span_id"]] and "k-error" not in page
+    assert "version probe" not in rows[initialize["span_id"]]
