@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from tracecard.client import TracecardClient
+from tracecard.scorers.robustness import Robustness
 from tracecard.server.cli.common import EXIT_FAILED, EXIT_INFRA, warn
 from tracecard.server.orchestration.orchestrator import RunOutcome
 from tracecard.server.orchestration.summary import failures_table, scorecard_table, status_line
@@ -31,6 +32,9 @@ def print_summary(
     card: dict[str, Any] = client.scorecard(experiment_id)
     console.print(scorecard_table(card))
     console.print(status_line(card))
+    if card.get("robustness"):  # replay, faults, with faults vs without (docs/replay.md)
+        for line in Robustness.model_validate(card["robustness"]).lines():
+            console.print(line, markup=False, highlight=False)
     failures = failures_table(outcomes)
     if failures is not None:
         console.print(failures)

@@ -5,6 +5,7 @@ on its span; a retrying agent recovers, a giving-up one does not; probes never s
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -27,11 +28,13 @@ from pydantic_ai.messages import (
     ToolCallPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from rich.console import Console
 
 from tests.support.replay_world import DESK_SUITE, HELPDESK, SUITE, helpdesk_http, kb_http
 from tests.support.tracecard import RunningServer, running_tracecard
 from tracecard.client import TracecardClient, TracecardError
 from tracecard.server.cli.main import main
+from tracecard.server.cli.run_output import print_summary
 from tracecard.server.settings import Settings
 
 
@@ -360,3 +363,7 @@ def test_with_faults_vs_without_is_compares_comparison(
     assert main(["compare", without, faulted, "--db", db]) == 0
     printed = capsys.readouterr().out
     assert f"B paired ({faulted[:8]}): {line}" in printed
+    summary = io.StringIO()  # what `tracecard run` prints when its runs are done
+    with TracecardClient(world.server.url) as client:
+        print_summary(Console(file=summary, width=300), client, faulted, [])
+    assert line in summary.getvalue() and "fault plan: seed 7, 1 rule(s)" in summary.getvalue()
