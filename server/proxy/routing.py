@@ -62,13 +62,16 @@ class ProxyRouter:
 
     def __init__(self, app: Any) -> None:
         # the handlers, imported once here (not per call; not at import: they import this)
+        from tracecard.server.proxy.forward import scan_request_headers
         from tracecard.server.proxy.http import handle_http
         from tracecard.server.proxy.llm import handle_llm
         from tracecard.server.proxy.mcp import handle_mcp
+        from tracecard.server.proxy.sessions import named_run
 
         self.app = app
         self._state: ProxyState | None = None
         self._http, self._llm, self._mcp = handle_http, handle_llm, handle_mcp
+        self._scan, self._named_run = scan_request_headers, named_run
 
     def _proxy_state(self) -> ProxyState | None:
         if self._state is None:
@@ -133,9 +136,6 @@ class ProxyRouter:
         run_id: str | None,
     ) -> None:
         """Upstreams with `command` are bridged by the stdio feature, when it is installed."""
-        from tracecard.server.proxy.forward import scan_request_headers
-        from tracecard.server.proxy.sessions import named_run
-
         handler = state.runtime.stdio
         if handler is None:
             raise ProxyError(
@@ -143,6 +143,6 @@ class ProxyRouter:
                 f"upstream {name!r} is a stdio server (`command`), and this tracecard has no "
                 "stdio bridge installed",
             )
-        headers = scan_request_headers(scope["headers"], state.runtime.verifier_key)
+        headers = self._scan(scope["headers"], state.runtime.verifier_key)
         # ad hoc (None) is the bridge's to choose: it knows a session's initialize from the rest
-        await handler(scope, receive, send, name, await named_run(state, headers, run_id))
+        await handler(scope, receive, send, name, await self._named_run(state, headers, run_id))
