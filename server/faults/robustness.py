@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from tracecard.scorers.fault_comparison import fault_comparison
 from tracecard.scorers.robustness import Robustness, robustness_of
+from tracecard.server.errors import RunError
 from tracecard.server.evaluation.scorecards import scorecard_for
-from tracecard.server.runs.service import RunError
 from tracecard.traces import queries
 from tracecard.traces.environment_reads import read_environment
 from tracecard.traces.store import Store

@@ -141,3 +141,19 @@ def test_the_schema_check_without_alembic_agrees_with_alembic(tmp_path: Path) ->
     code, message, loaded = (part.strip() for part in done.stdout.split("|"))
     assert (code, loaded) == ("2", "")
     assert "no experiment with id 'nope'" in message
+
+
+def test_exports_robustness_section_loads_no_server_stack() -> None:
+    """`tracecard export --format json|md` reads the robustness section through
+    `server.faults.robustness`: that must not load the runtime (aiohttp, OpenTelemetry), the
+    app (Litestar) or the MCP client, as the fault package's eager `check` import once did
+    (1,199 modules for an export instead of 536)."""
+    probe = (
+        "import sys, tracecard.server.faults.robustness\n"
+        f"print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} + ('mcp',)"
+        " and m.split('.')[0] != 'sqlalchemy')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == ""
