@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from tests.support.scripted_model import ScriptedModel
+from tracecard.server.cli.main import main
 from tracecard.server.orchestration.embedded import free_port
 from tracecard.traces.store import Store
 
@@ -141,13 +142,18 @@ def _per_task(card: dict[str, Any]) -> dict[tuple[str, str], Any]:
 
 @pytest.mark.postgres
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # five tracecard processes start; at load 30 that alone took minutes
-def test_cells_on_three_workers_survive_kill_9_and_resume(pg_url: str, tmp_path: Path) -> None:
+@pytest.mark.timeout(600)  # tracecard processes start; at load 30 that alone took minutes
+def test_cells_on_three_workers_survive_kill_9_and_resume(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model = ScriptedModel(pause_s=0.4)
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
+    agent_command = f"{sys.executable} -S {agent}"  # the standard library only: no site start
     suite = _suite(tmp_path / "suite.json")
     plain = _config(tmp_path / "plain.toml", model.url, None)
+    own_model = ScriptedModel(pause_s=0.4)  # the single-machine run's: not counted in 1.
+    alone_config = _config(tmp_path / "alone.toml", own_model.url, None)
     limited = _config(tmp_path / "limited.toml", model.url, 2)
     store = Store(pg_url)
     port = free_port()
@@ -161,29 +167,37 @@ def test_cells_on_three_workers_survive_kill_9_and_resume(pg_url: str, tmp_path:
             )  # fmt: skip
             started.append(serve)
             workers = [_worker(started, pg_url, limited, tmp_path, f"w{i}") for i in range(3)]
+            # the single-machine run of the same cells (compared in 2.) goes on meanwhile: it
+            # shares nothing with the workers (its own SQLite, embedded server and agents)
+            single = _tracecard("run", "--db", str(tmp_path / "one.db"), "--port", "0")
+            single += ["--config", str(alone_config), "--suite", str(suite), "--name", "one"]
+            single += ["--trials", "3", "--agent", agent_command, "--json"]
+            single += ["--concurrency", "8", "--work-dir", str(tmp_path / "one")]
+            alone = subprocess.Popen(
+                single, cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            started.append(alone)
             _wait(lambda: _alive_workers(store) >= 3, "three workers")
             _wait(lambda: _up(serve_url), "tracecard serve")
 
             # 1. [limits.model.model] concurrency = 2 holds across the 3 workers (12 slots):
             # counted where the requests land, at the scripted model
             few = _suite(tmp_path / "few.json", 8)
-            limited_run = _tracecard("run", "--queue", "--server", serve_url, "--db", pg_url)
+            # in this process (no interpreter to start): `run --queue` only enqueues and follows
+            limited_run = ["run", "--queue", "--server", serve_url, "--db", pg_url]
             limited_run += ["--config", str(limited), "--suite", str(few), "--name", "limited"]
-            limited_run += ["--agent", f"{sys.executable} {agent}", "--timeout", "60"]
+            limited_run += ["--agent", agent_command, "--timeout", "60"]
             limited_run += ["--follow-interval", "0.3", "--json"]
-            done = subprocess.run(
-                limited_run, cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
-                timeout=400,
-            )  # fmt: skip
-            assert done.returncode == 0, done.stderr
-            assert json.loads(done.stdout)["cells"]["done"] == 8
+            assert main(limited_run) == 0
+            assert json.loads(capsys.readouterr().out)["cells"]["done"] == 8
             assert model.requests == 8
             assert model.most == 2, f"{model.most} model requests at once under a limit of 2"
 
             # 2. 20 tasks x 3 trials, enqueued and followed by `tracecard run --queue`
             run = _tracecard("run", "--queue", "--server", serve_url, "--db", pg_url)
             run += ["--config", str(plain), "--suite", str(suite), "--name", "queued"]
-            run += ["--trials", "3", "--agent", f"{sys.executable} {agent}", "--timeout", "60"]
+            run += ["--trials", "3", "--agent", agent_command, "--timeout", "60"]
             run += ["--follow-interval", "0.3", "--json"]
             follower = subprocess.Popen(
                 run, cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE,
@@ -223,16 +237,9 @@ def test_cells_on_three_workers_survive_kill_9_and_resume(pg_url: str, tmp_path:
             assert {a["executor"] for c in cells["cells"] for a in c["attempts"]} - {victim_id}
 
             # the same cells on one machine (plain `tracecard run`, SQLite) score the same
-            single = _tracecard("run", "--db", str(tmp_path / "one.db"), "--port", "0")
-            single += ["--config", str(plain), "--suite", str(suite), "--name", "one"]
-            single += ["--trials", "3", "--agent", f"{sys.executable} {agent}", "--json"]
-            single += ["--concurrency", "8", "--work-dir", str(tmp_path / "one")]
-            alone = subprocess.run(
-                single, cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
-                timeout=400,
-            )  # fmt: skip
-            assert alone.returncode == 0, alone.stderr
-            one = json.loads(alone.stdout)
+            alone_out, alone_err = alone.communicate(timeout=400)
+            assert alone.returncode == 0, alone_err
+            one = json.loads(alone_out)
             assert one["components"] == summary["components"]
             queued_card = httpx.get(
                 f"{serve_url}/api/experiments/{experiment_id}/scorecard.json", timeout=30
@@ -255,12 +262,9 @@ def test_cells_on_three_workers_survive_kill_9_and_resume(pg_url: str, tmp_path:
             follower.wait(30)
             _worker(started, pg_url, limited, tmp_path, "n0")
             _wait(lambda: _alive_workers(store) >= 1, "a new worker")
-            resume = subprocess.run(
-                _tracecard("experiment", "resume", resumed_id, "--db", pg_url, "--config",
-                           str(plain), "--lost-after", "5", "--json"),
-                cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=300,
-            )  # fmt: skip
-            assert resume.returncode == 0, resume.stderr
+            resume = ["experiment", "resume", resumed_id, "--db", pg_url, "--config", str(plain)]
+            # every old worker is dead (kill -9): 2 s of silence is enough to claim them
+            assert main([*resume, "--lost-after", "2", "--json"]) == 0
             _wait(lambda: _cells(serve_url, resumed_id)["counts"]["done"] == 8, "the resumed cells")
             lost_runs = _rows(
                 store,
@@ -272,6 +276,7 @@ def test_cells_on_three_workers_survive_kill_9_and_resume(pg_url: str, tmp_path:
             assert lost_runs and all(row == ("errored", "worker_lost", 0) for row in lost_runs)
     finally:
         model.close()
+        own_model.close()
         store.dispose()
 
 
