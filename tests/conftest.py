@@ -101,6 +101,9 @@ SLOW_FIRST = (
     "tests/test_quickstart_walkthrough.py",
     "tests/server/test_run_cli.py",
     "tests/server/test_audit.py",
+    "tests/server/test_demo_process.py",
+    "tests/viewer/test_csp_browser.py",
+    "tests/server/test_jobs_infra.py",
 )
 
 

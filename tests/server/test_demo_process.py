@@ -4,6 +4,7 @@ the whole demo once, so these run beside it on another test worker."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -66,6 +67,7 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
+@pytest.mark.timeout(300)  # a whole demo (one trial) runs first
 def test_the_demo_serves_until_ctrl_c_and_leaves_nothing_running(tmp_path: Path) -> None:
     port = free_port()
     folder = tmp_path / "demo"
@@ -77,6 +79,17 @@ def test_the_demo_serves_until_ctrl_c_and_leaves_nothing_running(tmp_path: Path)
         text=True,
         env={**os.environ, "COLUMNS": "200"},
     )
+    try:
+        _serve_then_ctrl_c(process, port, folder)
+    finally:  # a failed check leaves no demo (and its sandboxed helpdesk) running
+        if process.poll() is None:
+            for pid in [*_descendants(process.pid), process.pid]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            process.wait(10)
+
+
+def _serve_then_ctrl_c(process: subprocess.Popen[str], port: int, folder: Path) -> None:
     assert process.stdout is not None
     lines = []
     for line in process.stdout:
