@@ -77,4 +77,4 @@ def without_faults(store: Store, experiment: ExperimentRow) -> tuple[ExperimentR
     found = before[0] if before else (mates[-1] if mates else None)  # rows: newest first
     if found is None:
         return None
-    return found, f"the nearest run of {experiment.config_name!r} without faults"
+    return found, f"the nearest experiment of {experiment.config_name!r} without faults"

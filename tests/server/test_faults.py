@@ -351,11 +351,11 @@ def test_with_faults_vs_without_is_compares_comparison(
         timeout=30,
     ).json()
     assert (paired["a"], paired["b"]) == (without, faulted)
-    assert paired["chosen_by"] == "the nearest run of 'paired' without faults"
+    assert paired["chosen_by"] == "the nearest experiment of 'paired' without faults"
     for key in ("verdict", "reason", "interval", "counts", "tasks"):
         assert paired[key] == compared[key], key
     assert httpx.get(f"{base}.json", timeout=30).json()["schema_version"] == 3
-    line = f"with faults vs without ({without}, the nearest run of 'paired' without faults)"
+    line = f"with faults vs without ({without}, the nearest experiment of 'paired' without faults)"
     assert line in httpx.get(f"{base}.md", timeout=30).text
     unfaulted = httpx.get(f"{world.server.url}/api/experiments/{without}/scorecard.json")
     assert "robustness" not in unfaulted.json()
