@@ -157,7 +157,9 @@ def recorded_wrong(spans: list[dict[str, Any]], seen: dict[str, Any]) -> list[st
             ("requests", len(answered), seen["requests"]),
             ("input_tokens", sum(t.input_tokens or 0 for t in answered), seen["input_tokens"]),
             ("output_tokens", sum(t.output_tokens or 0 for t in answered), seen["output_tokens"]),
-            ("tool_calls", len(calls), seen["tool_calls"]),
+            # pydantic-ai counts a tool call in its usage only when it succeeded (a tool error
+            # becomes a retry prompt), so only the calls that did are compared with it
+            ("tool_calls", len([c for c in calls if not c.is_error]), seen["tool_calls"]),
         ]
         wrong += [f"{k}: recorded {r}, agent saw {a}" for k, r, a in pairs if r != a]
         found = model_answer(turns)

@@ -32,6 +32,10 @@ def test_the_checker_finds_a_missing_link_and_a_token_count_that_differs() -> No
     assert recorded_wrong(spans, {**seen, "input_tokens": 21}) == [
         "input_tokens: recorded 20, agent saw 21"
     ]
+    # a tool call that failed is not in pydantic-ai's count (it retries instead): not compared
+    spans[2]["attributes"][sc.ERROR_TYPE] = sc.ERR_TOOL
+    assert recorded_wrong(spans, {**seen, "tool_calls": 0}) == []
+    assert recorded_wrong(spans, seen) == ["tool_calls: recorded 0, agent saw 1"]
 
 
 @pytest.mark.skipif(
