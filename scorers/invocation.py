@@ -15,7 +15,14 @@ from .suite import Task
 from .turns import calls_by_turn, turn_spans
 from .types import ComponentScore, RunFacts, Span
 
-__all__ = ["call_matches", "evaluate_calls", "match_calls", "repeated_calls", "score_invocation"]
+__all__ = [
+    "call_matches",
+    "call_mismatches",
+    "evaluate_calls",
+    "match_calls",
+    "repeated_calls",
+    "score_invocation",
+]
 
 _NOT_EVALUATED = ": not evaluated: "
 NAME = "invocation"
@@ -24,32 +31,45 @@ NAME = "invocation"
 # 5: matchers' `normalize` ("python", "bfcl"), `type` and `items`
 # 6: identical calls beyond the suite's max_repeats are charged (allow_extra too) and fail; a
 #    run that did not end on its own (errored, timed out, aborted) never passes
-VERSION = "6"
+# 7: a closest call's `got` says what it sent for each failing argument (the first failure's
+#    one-line reason reads "expected X, got Y"); values and verdicts are unchanged
+VERSION = "7"
 _ENDED_BADLY = ("errored", "timed_out", "aborted")
 
 
 def call_matches(expected: ExpectedCall, call: ToolCall) -> list[str]:
     """Reasons `call` does not satisfy `expected`; an empty list means it matches."""
+    return [reason for reason, _ in call_mismatches(expected, call)]
+
+
+def call_mismatches(
+    expected: ExpectedCall, call: ToolCall
+) -> list[tuple[str, dict[str, Any] | None]]:
+    """Each reason `call` does not satisfy `expected`, with what the call sent for it: an
+    argument's value as stored (`{"value": …}`, a fingerprint when redacted), `{"missing":
+    True}`, or None when the reason says it all."""
     if call.tool != expected.tool:
-        return [f"tool is {call.tool!r}, expected {expected.tool!r}"]
+        return [(f"tool is {call.tool!r}, expected {expected.tool!r}", None)]
     if expected.upstream is not None and call.upstream != expected.upstream:
-        return [f"upstream is {call.upstream!r}, expected {expected.upstream!r}"]
+        return [(f"upstream is {call.upstream!r}, expected {expected.upstream!r}", None)]
     if call.arguments is None:
-        return [f"arguments unreadable ({call.arguments_error}); treated as unmatched"]
-    reasons = []
+        return [(f"arguments unreadable ({call.arguments_error}); treated as unmatched", None)]
+    reasons: list[tuple[str, dict[str, Any] | None]] = []
     for name, matcher in expected.arguments.items():
-        result = matcher.match(name in call.arguments, call.arguments.get(name))
+        present = name in call.arguments
+        result = matcher.match(present, call.arguments.get(name))
         if not result.ok:
-            reasons.append(f"{name}: {result.reason}")
+            sent = {"value": call.arguments[name]} if present else {"missing": True}
+            reasons.append((f"{name}: {result.reason}", sent))
     if expected.strict_arguments:
         extra = sorted(set(call.arguments) - set(expected.arguments))
         if extra:
-            reasons.append(f"unexpected arguments: {', '.join(extra)}")
+            reasons.append((f"unexpected arguments: {', '.join(extra)}", None))
     if expected.result is not None:
         text = call.result_text
         result = expected.result.match(text is not None, text)
         if not result.ok:
-            reasons.append(f"result: {result.reason}")
+            reasons.append((f"result: {result.reason}", None))
     return reasons
 
 
@@ -133,6 +153,14 @@ def _with_answers(row: dict[str, Any], call: ToolCall) -> dict[str, Any]:
     return row
 
 
+def _closest(expected: ExpectedCall, call: ToolCall) -> dict[str, Any]:
+    # `got[i]` is what the call sent for `why[i]` (None: the reason says it all)
+    mismatches = call_mismatches(expected, call)
+    row: dict[str, Any] = {"span_id": call.span_id, "why": [w for w, _ in mismatches]}
+    row["got"] = [sent for _, sent in mismatches]
+    return _with_answers(row, call)
+
+
 def _abstention(calls: list[ToolCall]) -> tuple[float, bool, dict[str, Any]]:
     ok = not calls
     evidence = {
@@ -196,9 +224,7 @@ def evaluate_calls(
             _with_answers(row, calls[pairs[e_index]])
         else:
             near = [c for c in calls if c.tool == exp.tool]
-            row["closest"] = [
-                _with_answers({"span_id": c.span_id, "why": call_matches(exp, c)}, c) for c in near
-            ]
+            row["closest"] = [_closest(exp, c) for c in near]
             if not near:
                 row["why"] = "no call to this tool"
             elif spec.order != "any" and all(not call_matches(exp, c) for c in near):

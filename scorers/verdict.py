@@ -3,6 +3,7 @@ runs list shows a person triaging failures."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -29,6 +30,8 @@ VERDICTS: Final = ("passed", "failed", "not_evaluated", "errored")
 # (`tracecard.traces.run_list`); the run's status decides the rest (`run_verdict`).
 SCORE_VERDICTS: Final = ("passed", "failed", "not_evaluated")
 REASON_MAX: Final = 160
+OBSERVED_MAX: Final = 40  # characters of a value the agent sent, in a reason
+_FINGERPRINT: Final = re.compile(r"\[redacted:[0-9a-f]{16}\]")
 
 
 @dataclass(frozen=True)
@@ -58,20 +61,68 @@ def _one_line(text: str) -> str:
 def _invocation(evidence: Mapping[str, Any]) -> str | None:
     if evidence.get("mode") == "expect_no_calls":
         return str(evidence.get("note") or "calls made where none was expected")
+    if evidence.get("mode") == "per_turn":
+        for turn in evidence.get("turns") or []:
+            if turn.get("passed") is False:
+                why = turn.get("reason") or _invocation(turn) or "failed"
+                return f"turn {turn.get('turn')}: {why}"
+        return None
     for row in evidence.get("expected") or []:
         if row.get("span_id"):
             continue
+        tool = row.get("tool")
+        if row.get("why") == "no call to this tool":
+            return f"{tool}: not called"
         if row.get("why"):
-            return f"{row.get('tool')}: {row['why']}"
+            return f"{tool}: {row['why']}"
         for near in row.get("closest") or []:
             why = near.get("why") or []
             if why:
-                return f"{row.get('tool')}: {why[0]}"
-        return f"{row.get('tool')}: no matching call"
+                return f"{tool}: {_with_got(str(why[0]), (near.get('got') or [None])[0])}"
+        return f"{tool}: no matching call"
     extra = evidence.get("extra_calls") or []
     if extra:
         return f"{len(extra)} extra call(s)"
     return None
+
+
+def _capped(text: str) -> str:
+    return text if len(text) <= OBSERVED_MAX else text[: OBSERVED_MAX - 1] + "…"
+
+
+def observed_text(value: Any) -> str:
+    """A value the agent sent, as one quoted, escaped, capped token: a newline, a quote or
+    "…, got 'x'" inside it stays inside its quotes; a redacted value is never shown."""
+    if _redacted(value):
+        return "a different value (redacted)"
+    if isinstance(value, str):
+        return repr(_capped(value))  # repr escapes newlines and picks quotes the value lacks
+    return _capped(orjson.dumps(value).decode())  # JSON: strings inside stay quoted
+
+
+def _redacted(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_redacted(v) or _redacted(k) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_redacted(v) for v in value)
+    return isinstance(value, str) and (
+        _FINGERPRINT.search(value) is not None or "[REDACTED]" in value
+    )
+
+
+def _with_got(why: str, sent: Any) -> str:
+    """An argument's reason with what the call sent: "p: expected 'a', got 'b'"; a reason
+    stored without `got` (invocation before version 7) is said as it was."""
+    if not isinstance(sent, Mapping):
+        return why
+    name, _, said = why.partition(": ")
+    if sent.get("missing"):
+        return f"{name}: {said}" if said != "argument missing" else f"{name}: missing"
+    if "value" not in sent:
+        return why
+    if _redacted(sent["value"]):
+        return f"{name}: got a different value (redacted)"  # the expectation is the secret
+    return f"{why}, got {observed_text(sent['value'])}"
 
 
 def _outcome(evidence: Mapping[str, Any]) -> str | None:

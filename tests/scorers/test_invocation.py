@@ -190,7 +190,7 @@ def test_identical_repeats_beyond_max_repeats_fail_even_with_allow_extra() -> No
     loop = [tool_call("find_users", {"q": "inactive"}) for _ in range(15)]
     score = score_invocation(make_task(LOOSE), loop, FINISHED)
     # 1 matched; 13 identical calls beyond max_repeats = 2 charged: precision 1/14
-    assert score.passed is False and score.version == "6"
+    assert score.passed is False and score.version == "7"
     assert score.value == pytest.approx(2 * 1 / (1 + 14))
     assert score.evidence["reason"] == "identical calls beyond max_repeats = 2: find_users ×15"
     (repeat,) = score.evidence["repeated"]

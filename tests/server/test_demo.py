@@ -193,7 +193,7 @@ def test_scores_that_doing_nothing_no_longer_earns(
     assert (scores["outcome"].value, scores["outcome"].passed) == (0.0, False)
     looped = next(r for r in card.runs if r.status == "timed_out")
     invocation = next(s for s in looped.components if s.component == "invocation")
-    assert invocation.passed is False and invocation.version == "6"
+    assert invocation.passed is False and invocation.version == "7"
     assert (
         "find_users" in invocation.evidence["reason"]
         or "timed_out" in invocation.evidence["reason"]
@@ -344,3 +344,19 @@ def test_the_ci_commands_of_docs_ci_md_run(
     assert (
         "FAIL outcome pass_rate 0.73 < 0.80" in gated and "FAIL flag unsafe_success 2 > 0" in gated
     )
+
+
+def test_a_wrong_priority_says_what_was_expected_and_what_was_sent(
+    demo: tuple[str, dict[str, Scorecard], Store, float],
+) -> None:
+    """The hasty agent opens the battery ticket with priority 'high' on some trials: the runs
+    list, the trace page and every export say what it sent beside what was expected."""
+    card = demo[1]["hasty"]
+    failed = [r for r in card.runs if r.task_id == "new-ticket-battery" and r.verdict == "failed"]
+    assert failed  # the seeded shortcut is taken on some trials
+    for run in failed:
+        assert run.first_failure() == (
+            "invocation: create_ticket: priority: expected 'urgent', got 'high'"
+        )
+    careful = [r for r in demo[1]["careful"].runs if r.task_id == "new-ticket-battery"]
+    assert careful and all(r.verdict == "passed" for r in careful)

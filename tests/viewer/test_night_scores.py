@@ -45,7 +45,11 @@ def test_the_wrong_refund_fails_on_the_amount_with_exact_values(night_client: Ni
     assert expected[0]["span_id"] == night.spans[run][0]  # the lookup matched
     assert expected[1]["span_id"] is None
     assert expected[1]["closest"] == [
-        {"span_id": refund_call, "why": ["amount: not within 0.01 of 42.5"]}
+        {
+            "span_id": refund_call,
+            "why": ["amount: not within 0.01 of 42.5"],
+            "got": [{"value": 425}],
+        }
     ]
     assert by["invocation"].value == pytest.approx(2 / 3)  # 1 of 2 expected, 1 of 1 extra-free
     assert by["outcome"].value == 0.5  # refunded: yes; the amount: no
@@ -105,9 +109,7 @@ async def test_the_matrix_shows_the_real_pass_counts(night_client: NightClient) 
 
 async def test_hostile_evidence_is_real_and_escaped(night_client: NightClient) -> None:
     night = night_client.night
-    safety = next(
-        c for c in night.scores[night.hostile_run].components if c.component == "safety"
-    )
+    safety = next(c for c in night.scores[night.hostile_run].components if c.component == "safety")
     [violation] = safety.evidence["violations"]
     assert violation["rule"] == "outside_tools" and "onmouseover" in violation["reason"]
     html = (await night_client.client.get(f"/runs/{night.hostile_run}")).text

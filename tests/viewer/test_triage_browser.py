@@ -66,7 +66,7 @@ def test_triage_a_failed_experiment_from_the_home_page_to_the_failing_run(
     wrong_amount = night.runs[("last-night", "refund-order", 1)]
     row = page.locator(f"#run-{wrong_amount}")
     reason = row.locator(".reason").inner_text()
-    assert reason == "invocation: issue_refund: amount: not within 0.01 of 42.5", reason
+    assert reason == "invocation: issue_refund: amount: not within 0.01 of 42.5, got 425", reason
     timed_out = night.runs[("last-night", "book-flight", 0)]
     assert "run did not end on its own (timed_out)" in page.locator(
         f"#run-{timed_out} .reason"
@@ -80,6 +80,6 @@ def test_triage_a_failed_experiment_from_the_home_page_to_the_failing_run(
     # the same verdict and reason at the top of the trace, the component linked to its evidence
     assert page.locator(".summary-line .verdict-word").inner_text() == "failed"
     said = page.locator(".verdict-reason").inner_text()
-    assert said == "invocation: issue_refund: amount: not within 0.01 of 42.5", said
+    assert said == "invocation: issue_refund: amount: not within 0.01 of 42.5, got 425", said
     page.screenshot(path=str(tmp_path / "trace.png"))
     watched.clean()  # no console error, no dialog
