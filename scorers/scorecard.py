@@ -80,7 +80,8 @@ class RunRecord(_Model):
 
     @property
     def verdict(self) -> str:
-        """passed, failed, not_evaluated, errored (or running): `scorers.verdict.run_verdict`."""
+        """passed, failed, not_evaluated, errored (or pending, running: live):
+        `scorers.verdict.run_verdict`."""
         return run_verdict(self.status, self.components).word
 
 

@@ -36,8 +36,9 @@ _FINGERPRINT: Final = re.compile(r"\[redacted:[0-9a-f]{16}\]")
 
 @dataclass(frozen=True)
 class RunVerdict:
-    """`word` is a verdict, or `running` while the run is live; `component` and `reason` name
-    the first failing component (in component order) and why, when failed."""
+    """`word` is a verdict, or the live run's status while it is live (`pending`: created, not
+    started; `running`); `component` and `reason` name the first failing component (in
+    component order) and why, when failed."""
 
     word: str
     component: str | None = None
@@ -191,9 +192,10 @@ def failure_reason(component: str, evidence: Mapping[str, Any]) -> str:
 
 def run_verdict(status: str, scores: Sequence[Any]) -> RunVerdict:
     """The run's verdict from its status and scores (objects with `component`, `passed`,
-    `evidence`): errored > failed > passed > not evaluated; `running` while live."""
+    `evidence`): errored > failed > passed > not evaluated; `pending` or `running` (the
+    status) while live, as the status filter says them."""
     if status in LIVE_STATUSES:
-        return RunVerdict("running")
+        return RunVerdict(status)
     if status == "errored":
         return RunVerdict("errored")
     return scores_verdict(scores)

@@ -32,6 +32,7 @@ def test_the_first_failing_component_in_component_order_explains_the_run() -> No
 
 def test_verdict_words() -> None:
     assert run_verdict("running", [_score("outcome", False)]).word == "running"
+    assert run_verdict("pending", []).word == "pending"  # created, not started: not "running"
     assert run_verdict("errored", [_score("outcome", True)]).word == "errored"
     mixed = [_score("outcome", True), _score("safety", None)]
     assert run_verdict("finished", mixed).word == "passed"
