@@ -35,7 +35,7 @@ def _agents(text: str) -> list[str]:
 def _audit(args: argparse.Namespace) -> int:
     from tracecard.server.audit.report import audit_document, audit_markdown, audit_table
     from tracecard.server.audit.runner import collect_runs, run_baselines
-    from tracecard.server.cli.run import connect, interrupt_on_sigterm, orchestrate
+    from tracecard.server.cli.run_process import connect, interrupt_on_sigterm, orchestrate
 
     if args.history:
         return _history(args)

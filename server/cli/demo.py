@@ -30,8 +30,8 @@ from rich.console import Console
 
 import tracecard
 from tracecard.client import TracecardClient
-from tracecard.server.cli.run import interrupt_on_sigterm, orchestrate, serve_forever
 from tracecard.server.cli.run_output import print_summary
+from tracecard.server.cli.run_process import interrupt_on_sigterm, orchestrate, serve_forever
 from tracecard.server.orchestration.agents import PythonAgent
 from tracecard.server.orchestration.embedded import embedded_server
 from tracecard.server.orchestration.orchestrator import RunOutcome

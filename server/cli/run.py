@@ -5,28 +5,18 @@ here (the same app as `tracecard serve`, on the same database) for the length of
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import os
 import shlex
 import shutil
-import signal
 import sys
 import time
-from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from rich.console import Console
 
-from tracecard.client import ExperimentHandle, TracecardClient, TracecardError
-from tracecard.server.cli.common import (
-    UsageError,
-    describe_db,
-    print_json,
-    settings_from_args,
-    warn,
-)
+from tracecard.client import ExperimentHandle, TracecardError
+from tracecard.server.cli.common import UsageError, print_json, warn
 from tracecard.server.cli.environment import add_replay_arguments, faults_body, replay_body
 from tracecard.server.cli.run_auto import check_auto, rounds_until_decided, trials_value
 from tracecard.server.cli.run_output import (
@@ -35,46 +25,17 @@ from tracecard.server.cli.run_output import (
     run_summary_json,
     warn_about_otel_endpoint,
 )
-from tracecard.server.orchestration.agents import AgentRunner, CommandAgent
-from tracecard.server.orchestration.embedded import embedded_server
-from tracecard.server.orchestration.orchestrator import RunOutcome
-from tracecard.server.orchestration.summary import (
-    RunProgress,
+from tracecard.server.cli.run_process import (
+    connect,
+    interrupt_on_sigterm,
+    orchestrate,
+    serve_forever,
 )
+from tracecard.server.orchestration.agents import CommandAgent
+from tracecard.server.orchestration.orchestrator import RunOutcome
 from tracecard.server.runs.service import RunError
 
 INTERRUPTED = 130
-T = TypeVar("T")
-
-
-@contextlib.contextmanager
-def connect(args: argparse.Namespace) -> Iterator[TracecardClient]:
-    """A client of `--server`, or of an embedded server built from the tracecard settings."""
-    if args.server:
-        with TracecardClient(args.server, token=args.token) as client:
-            try:
-                client.health()
-            except TracecardError as exc:
-                raise RunError(f"--server {args.server}: {exc}") from exc
-            yield client
-        return
-    settings = settings_from_args(args, db=args.db, port=args.port)
-    args.database = describe_db(settings.db)  # what later commands need as --db
-    args.jobs_db = _jobs_db(settings.db)
-    with embedded_server(settings) as served:
-        with TracecardClient(served.base_url, token=served.api_token) as client:
-            yield client
-
-
-def _jobs_db(db: str) -> str | None:
-    """DBOS's system database beside tracecard's (None: in-memory, jobs go beside the work)."""
-    from tracecard.server.jobs.engine import system_database_url
-    from tracecard.traces.engine import normalise_url
-
-    try:
-        return system_database_url(normalise_url(db))
-    except ValueError:
-        return None
 
 
 def _config(args: argparse.Namespace) -> dict[str, Any]:
@@ -85,74 +46,6 @@ def _config(args: argparse.Namespace) -> dict[str, Any]:
             raise RunError(f"--meta takes KEY=VALUE, e.g. --meta model=gpt-x, not {pair!r}")
         config[key] = value
     return config
-
-
-def orchestrate(
-    client: TracecardClient,
-    experiment: ExperimentHandle,
-    agent: AgentRunner,
-    *,
-    console: Console,
-    concurrency: int,
-    timeout_s: float,
-    work_dir: Path,
-    progress: bool = True,
-    label: str | None = None,
-    jobs_db: str | None = None,
-) -> tuple[list[RunOutcome], bool]:
-    """Run the experiment with a progress bar; returns the outcomes and whether it was
-    interrupted (Ctrl-C: unfinished runs are then aborted). Each run is a cell job (DBOS,
-    `tracecard.server.jobs`) checkpointed in `jobs_db` (default: beside the work folder)."""
-    from tracecard.server.jobs.local import JobOrchestrator
-
-    bar = RunProgress(console, len(experiment.runs), label or experiment.config["name"], progress)
-    orchestrator = JobOrchestrator(
-        client,
-        agent,
-        concurrency=concurrency,
-        timeout_s=timeout_s,
-        work_dir=work_dir,
-        token=client.token,
-        listener=bar,
-        system_url=jobs_db or f"sqlite:///{work_dir.parent.resolve() / 'jobs.sqlite'}",
-    )
-    interrupted = False
-    with bar:
-        try:
-            asyncio.run(_cancel_on_sigterm(orchestrator.run(experiment)))
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            interrupted = True
-        finally:
-            interrupt_on_sigterm()  # asyncio reset it when the loop closed
-    outcomes = [
-        orchestrator.outcomes[r.id] for r in experiment.runs if r.id in orchestrator.outcomes
-    ]
-    return outcomes, interrupted
-
-
-def _raise_interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def interrupt_on_sigterm() -> None:
-    """Make SIGTERM stop `tracecard run` and `tracecard demo` the way Ctrl-C does: agents
-    stopped, unfinished runs aborted, the embedded server shut down cleanly."""
-    with contextlib.suppress(ValueError):  # only the main thread may set handlers
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-
-
-async def _cancel_on_sigterm(work: Coroutine[Any, Any, T]) -> T:
-    """Await `work`; SIGTERM cancels it (inside the loop, like asyncio.run does for SIGINT)."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    try:
-        return await work
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.remove_signal_handler(signal.SIGTERM)
 
 
 def _looks_like_config(value: str) -> bool:
@@ -312,13 +205,6 @@ def _run(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
                 serve_forever()
     return code
-
-
-def serve_forever() -> None:
-    """Block until Ctrl-C (the embedded server keeps serving in its thread)."""
-    with contextlib.suppress(KeyboardInterrupt):
-        while True:
-            time.sleep(3600)
 
 
 def register(sub: Any) -> None:

@@ -20,7 +20,7 @@ from tracecard.client import TracecardClient
 from tracecard.scorers import Scorecard, dump_suite, parse_suite
 from tracecard.scorers.types import ComponentScore
 from tracecard.server.cli.demo import demo_settings
-from tracecard.server.cli.run import orchestrate
+from tracecard.server.cli.run_process import orchestrate
 from tracecard.server.evaluation.service import scorecard_for
 from tracecard.server.orchestration.agents import PythonAgent
 from tracecard.server.orchestration.embedded import embedded_server
