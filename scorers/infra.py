@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Infrastructure", "infrastructure"]
+if TYPE_CHECKING:
+    from .scorecard import RunRecord
+
+__all__ = ["Infrastructure", "infrastructure", "later_attempts"]
 
 
 class Infrastructure(BaseModel):
@@ -37,3 +41,9 @@ def infrastructure(
         attempts=dict(sorted(Counter(reason for _, _, reason in lost).items())),
         cells=[f"{task}#{trial}" for task, trial in missing],
     )
+
+
+def later_attempts(runs: Iterable[RunRecord]) -> list[RunRecord]:
+    """The scored runs that are a later attempt at their cell than the first (the jobs ran the
+    cell again: each cell's latest completed attempt is the one scored)."""
+    return [r for r in runs if r.attempt is not None and r.attempt > 1]

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from .infra import later_attempts
 from .junit import to_junit
 from .scorecard import SCORECARD_SCHEMA_VERSION, Scorecard, Statistic, TaskCard
 
@@ -327,8 +328,7 @@ def _attempts_markdown(card: Scorecard) -> list[str]:
     """Which attempt of a cell was scored (when the jobs ran one more than once), and what the
     infrastructure lost: counted apart, never as the agent's failures."""
     lines: list[str] = []
-    later = [f"{_md(r.task_id)}#{r.trial} (attempt {r.attempt})" for r in card.runs
-             if r.attempt is not None and r.attempt > 1]  # fmt: skip
+    later = [f"{_md(r.task_id)}#{r.trial} (attempt {r.attempt})" for r in later_attempts(card.runs)]
     if later:
         lines.append(
             f"Each cell's latest completed attempt is scored; {len(later)} scored run(s) are a "

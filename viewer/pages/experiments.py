@@ -8,6 +8,8 @@ from litestar import Controller, Response, get
 from litestar.datastructures import State
 from litestar.exceptions import NotFoundException
 
+from tracecard.scorers.infra import later_attempts
+from tracecard.scorers.writers import MAX_LISTED_CELLS
 from tracecard.traces import queries
 from tracecard.traces.jobs import queued_cells
 from tracecard.traces.models import ExperimentRow
@@ -50,6 +52,8 @@ def _experiment_html(store: Store, experiment_id: str) -> str:
         e=experiment,
         view=view,
         agreement=view.scorecard.agreement,
+        later=later_attempts(view.scorecard.runs),  # the Markdown's "later attempt" cells
+        listed=MAX_LISTED_CELLS,
         cells=queued_cells(store, experiment_id),
         robustness=robustness_section(store, experiment, view.scorecard),
     )
