@@ -57,16 +57,23 @@ ATTEMPTS = [
     ("write", 0, 1, None),
     ("write", 1, 1, "sandbox_failed"),
 ]
+# The lost cells rerun and finished: every cell in the numbers, the lost attempts still counted.
+RECOVERED = [*ATTEMPTS, ("sum", 1, 2, None), ("write", 1, 2, None)]
+# Each cell once, at its first attempt.
+CLEAN = [(task, trial, 1, None) for task, trial, attempt, reason in ATTEMPTS if reason is None]
 
 
 @dataclass
 class Served:
     url: str
     lossy: str
+    recovered: str
     clean: str
 
 
-def _experiment(store: Store, version: str, name: str, at: datetime, lossy: bool) -> str:
+def _experiment(
+    store: Store, version: str, name: str, at: datetime, attempts: list[tuple[str, int, int, Any]]
+) -> str:
     experiment = ExperimentRow(
         id=secrets.token_hex(8),
         suite_name="infra",
@@ -77,10 +84,7 @@ def _experiment(store: Store, version: str, name: str, at: datetime, lossy: bool
     )
     rows: list[Any] = [experiment]
     same = {"experiment_id": experiment.id, "suite_name": "infra", "suite_version": version}
-    for n, (task, trial, attempt, reason) in enumerate(ATTEMPTS):
-        if not lossy and reason:
-            continue
-        attempt = attempt if lossy else 1  # the clean one: each cell once, at the first attempt
+    for n, (task, trial, attempt, reason) in enumerate(attempts):
         created = at + timedelta(minutes=n)
         run = RunRow(
             id=secrets.token_hex(8),
@@ -135,11 +139,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     store.create_schema()
     _, suite = store_suite(store, SUITE, "toml", "infra.toml")
     at = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
-    lossy = _experiment(store, suite.version, "lossy", at, lossy=True)
-    clean = _experiment(store, suite.version, "clean", at + timedelta(minutes=30), lossy=False)
+    lossy = _experiment(store, suite.version, "lossy", at, ATTEMPTS)
+    recovered = _experiment(store, suite.version, "recovered", at, RECOVERED)
+    clean = _experiment(store, suite.version, "clean", at + timedelta(minutes=30), CLEAN)
     settings = Settings(db=url, sandbox_root=str(folder / "sandboxes"))
     with running_tracecard(settings) as server:
-        yield Served(server.url, lossy, clean)
+        yield Served(server.url, lossy, recovered, clean)
     store.dispose()
 
 
@@ -189,6 +194,19 @@ def test_the_matrix_says_which_cells_the_infrastructure_kept_out(
     if kept.parent.is_dir():
         kept.mkdir(exist_ok=True)
         shutil.copy(SHOTS / "infra-note-experiment.png", kept / "infra-note-experiment.png")
+
+    # Every lost cell rerun: nothing missing, the lost attempts still said, three later attempts.
+    page.goto(f"{served.url}/experiments/{served.recovered}")
+    assert _text(page.locator("#infra-note [data-infra=lost]")) == (
+        "Attempts lost to the infrastructure, not the agent (kept, never scored): "
+        "sandbox_failed 1, worker_lost 2; every cell has a completed attempt, so all of them "
+        "are in these numbers."
+    )
+    assert _text(page.locator("#infra-note [data-infra=later]")).endswith(
+        "fetch#0 (attempt 2), sum#1 (attempt 2), write#1 (attempt 2)."
+    )
+    row = page.locator("table.matrix tbody tr", has_text="write")
+    assert _text(row.locator("td[data-component=completion] .rate")).endswith("2/2")
 
     page.goto(f"{served.url}/experiments/{served.clean}")
     assert page.locator("table.matrix").count() == 1
