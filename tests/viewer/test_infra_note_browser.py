@@ -148,6 +148,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     store.dispose()
 
 
+def _shot(watched: Watched, name: str) -> None:  # noqa: F811
+    """A screenshot, copied where the team keeps the ones a person looked at."""
+    watched.shot(name)
+    kept = Path("/work/team/shots/infraview")
+    if kept.parent.is_dir():
+        kept.mkdir(exist_ok=True)
+        shutil.copy(SHOTS / f"{name}.png", kept / f"{name}.png")
+
+
 def _text(locator: Any) -> str:
     return re.sub(r"\s+", " ", locator.inner_text()).strip()
 
@@ -189,11 +198,7 @@ def test_the_matrix_says_which_cells_the_infrastructure_kept_out(
     # The matrix's numbers leave the two cells out: sum and write have 1 evaluated trial each.
     row = page.locator("table.matrix tbody tr", has_text="write")
     assert _text(row.locator("td[data-component=completion] .rate")).endswith("1/1")
-    watched.shot("infra-note-experiment")
-    kept = Path("/work/team/shots/infraview")
-    if kept.parent.is_dir():
-        kept.mkdir(exist_ok=True)
-        shutil.copy(SHOTS / "infra-note-experiment.png", kept / "infra-note-experiment.png")
+    _shot(watched, "infra-note-experiment")
 
     # Every lost cell rerun: nothing missing, the lost attempts still said, three later attempts.
     page.goto(f"{served.url}/experiments/{served.recovered}")
@@ -207,6 +212,7 @@ def test_the_matrix_says_which_cells_the_infrastructure_kept_out(
     )
     row = page.locator("table.matrix tbody tr", has_text="write")
     assert _text(row.locator("td[data-component=completion] .rate")).endswith("2/2")
+    _shot(watched, "infra-note-recovered")
 
     page.goto(f"{served.url}/experiments/{served.clean}")
     assert page.locator("table.matrix").count() == 1
