@@ -49,11 +49,6 @@ class RunVerdict:
         return self.word.replace("_", " ")
 
 
-def _short(value: Any, limit: int = 40) -> str:
-    text = value if isinstance(value, str) else orjson.dumps(value).decode()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _one_line(text: str) -> str:
     line = " ".join(text.split())
     return line if len(line) <= REASON_MAX else line[: REASON_MAX - 1] + "…"
@@ -130,10 +125,14 @@ def _outcome(evidence: Mapping[str, Any]) -> str | None:
     for row in evidence.get("predicates") or []:
         if row.get("holds") is False:
             where = f"{row.get('probe')} {row.get('path')}"
-            if row.get("reason"):
-                return f"{where}: {row['reason']}"
-            expected = _short(row.get("value"))
-            observed = _short(row.get("observed"))
+            said = row.get("reason")
+            if said and not (str(said).endswith(" failed") and "observed" in row):
+                return f"{where}: {said}"  # e.g. "… does not exist": nothing was observed
+            # a comparison that failed ("eq 'urgent' failed"): what was observed beside it
+            if _redacted(row.get("value")) or _redacted(row.get("observed")):
+                return f"{where}: got a different value (redacted)"
+            expected = observed_text(row.get("value"))
+            observed = observed_text(row.get("observed"))
             return f"{where}: expected {row.get('op')} {expected}, got {observed}"
     return None
 

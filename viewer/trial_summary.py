@@ -11,6 +11,7 @@ from typing import Any, Final
 import orjson
 
 from tracecard.scorers.registry import component_key
+from tracecard.scorers.verdict import failure_reason
 from tracecard.traces.models import RunRow, ScoreRow
 from tracecard.viewer.payloads import parse_json_text
 
@@ -98,24 +99,10 @@ def trial_verdict(run: RunRow, scores: Sequence[ScoreRow]) -> TrialVerdict:
     ordered = sorted(scores, key=lambda s: component_key(s.component))
     failed = next((s for s in ordered if s.passed is False), None)
     if failed is not None:
-        return TrialVerdict("failed", failed.component, shorten(_reason(failed.evidence), 160))
+        # the runs list's and the trace page's words (one function: tracecard.scorers.verdict)
+        return TrialVerdict(
+            "failed", failed.component, failure_reason(failed.component, failed.evidence or {})
+        )
     if any(s.passed is True for s in ordered):
         return TrialVerdict("passed")
     return TrialVerdict("not evaluated")
-
-
-def _reason(evidence: Any) -> str:
-    """A failed score's one line: its evidence's reason or note, else its first predicate that
-    does not hold, as expected against observed."""
-    if not isinstance(evidence, dict):
-        return ""
-    for key in ("reason", "note"):
-        if isinstance(evidence.get(key), str) and evidence[key]:
-            return str(evidence[key])
-    predicates = evidence.get("predicates")
-    for row in predicates if isinstance(predicates, list) else []:
-        if isinstance(row, dict) and row.get("holds") is False:
-            expected = f"{row.get('op')} {_compact(row.get('value'))}"
-            observed = _compact(row.get("observed"))
-            return f"{row.get('path')}: expected {expected}, observed {observed}"
-    return ""

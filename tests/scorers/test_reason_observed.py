@@ -146,3 +146,35 @@ def test_a_multi_turn_run_names_its_failing_turn() -> None:
     turns["turns"][1] = {"turn": 1, "passed": False, "expected": [
         {"tool": "create_ticket", "span_id": None, "why": "no call to this tool"}]}  # fmt: skip
     assert failure_reason("invocation", turns) == "turn 1: create_ticket: not called"
+
+
+def test_a_probed_value_is_said_the_same_way_and_never_a_fingerprint() -> None:
+    """Outcome's line quotes what the probe observed like invocation's (a tool's state is no
+    more trusted than an argument), and a redacted observation is never shown."""
+
+    def said(value: object, observed: object) -> str:
+        row = {"probe": "t", "path": "$.priority", "op": "eq", "value": value,
+               "observed": observed, "holds": False}  # fmt: skip
+        return failure_reason("outcome", {"predicates": [row]})
+
+    assert said("urgent", "high") == "t $.priority: expected eq 'urgent', got 'high'"
+    assert said(1, None) == "t $.priority: expected eq 1, got null"
+    assert said("urgent", "x', got 'urgent\n") == (
+        "t $.priority: expected eq 'urgent', got \"x', got 'urgent\\n\""
+    )
+    hidden = fingerprint(KEY, "hunter2")
+    assert said(fingerprint(KEY, "hunter3"), hidden) == (
+        "t $.priority: got a different value (redacted)"
+    )
+
+
+def test_a_stored_outcome_row_says_what_the_probe_observed() -> None:
+    """The outcome scorer stores "eq 'urgent' failed" and the observed value: the line says
+    both; a path that does not exist is said as stored."""
+    row = {"probe": "t", "path": "$.p", "op": "eq", "value": "urgent", "observed": "high",
+           "holds": False, "reason": "eq 'urgent' failed"}  # fmt: skip
+    assert failure_reason("outcome", {"predicates": [row]}) == (
+        "t $.p: expected eq 'urgent', got 'high'"
+    )
+    gone = {**row, "observed": None, "reason": "$.p does not exist"}
+    assert failure_reason("outcome", {"predicates": [gone]}) == "t $.p: $.p does not exist"

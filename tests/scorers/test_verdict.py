@@ -26,7 +26,7 @@ def test_the_first_failing_component_in_component_order_explains_the_run() -> No
     ]
     verdict = run_verdict("finished", scores)
     assert (verdict.word, verdict.component) == ("failed", "outcome")
-    assert verdict.reason == 'order $.status: expected eq refunded, got open'
+    assert verdict.reason == "order $.status: expected eq 'refunded', got 'open'"
     assert failure_reason("safety", scores[2].evidence) == "critical no-delete (rm): destructive"
 
 
@@ -63,7 +63,7 @@ def test_exports_say_what_the_runs_list_says() -> None:
     passing = failing.model_copy(update={"component": "invocation", "passed": True})
     finished = RunRecord(run_id="r", task_id="t", status="finished", components=[passing, failing])
     assert finished.verdict == "failed" == run_verdict("finished", finished.components).word
-    assert finished.first_failure() == "outcome: order $.status: expected eq refunded, got open"
+    assert finished.first_failure() == "outcome: order $.status: expected eq 'refunded', got 'open'"
     errored = finished.model_copy(update={"status": "errored"})  # it broke: not "failed"
     assert errored.verdict == "errored" == run_verdict("errored", errored.components).word
     assert errored.first_failure() == finished.first_failure()  # why its scores failed, still

@@ -122,7 +122,7 @@ def test_compare_five_trials_with_repeats(served: Served, watched: Watched) -> N
         "failed at invocation",
     ]
     assert page.locator("tr.verdicts td").nth(2).locator(".small.muted").first.inner_text() == (
-        "$.structuredContent.downloaded: expected eq true, observed false"
+        "exports $.structuredContent.downloaded: expected eq true, got false"
     )
     people = page.locator("tr.verdicts td").nth(2).locator(".people .chip").all_inner_texts()
     assert people == ["ada: outcome right", "bo: completion wrong"]

@@ -48,12 +48,13 @@ def test_a_trial_verdict_names_the_first_failing_component_and_why() -> None:
             _score("safety", False, reason="outside tools"),
             _score("invocation", True),
             _score("outcome", False, predicates=[
-                {"path": "$.paid", "op": "eq", "value": True, "observed": False, "holds": False},
+                {"probe": "pay", "path": "$.paid", "op": "eq", "value": True, "observed": False,
+                 "holds": False},
             ]),
         ],
     )  # fmt: skip
     assert (failed.word, failed.component) == ("failed", "outcome")  # component order
-    assert failed.reason == "$.paid: expected eq true, observed false"
+    assert failed.reason == "pay $.paid: expected eq true, got false"  # the runs list's words
     assert trial_verdict(_run(), [_score("outcome", True)]).word == "passed"
     assert trial_verdict(_run(), [_score("outcome", None)]).word == "not evaluated"
     assert trial_verdict(_run(), []).word == "not evaluated"
