@@ -10,8 +10,7 @@ from typing import Any, Final
 
 import orjson
 
-from tracecard.scorers.registry import component_key
-from tracecard.scorers.verdict import failure_reason
+from tracecard.scorers.verdict import run_verdict
 from tracecard.traces.models import RunRow, ScoreRow
 from tracecard.viewer.payloads import parse_json_text
 
@@ -77,7 +76,7 @@ def result_preview(result: Any) -> str:
 class TrialVerdict:
     """How a trial ended, in one word and one line."""
 
-    word: str  # passed | failed | not evaluated | errored
+    word: str  # passed | failed | not evaluated | errored | pending | running
     component: str | None = None  # the first failing component
     reason: str = ""
 
@@ -87,22 +86,12 @@ class TrialVerdict:
         return self.word.replace(" ", "-")
 
 
-ERRORED: Final = ("errored", "aborted")
-
-
 def trial_verdict(run: RunRow, scores: Sequence[ScoreRow]) -> TrialVerdict:
-    """The trial's verdict: `errored` when the run crashed; else `failed` at the first
-    component (in component order) that failed; `passed` when every evaluated component
-    passed; `not evaluated` when none was ("not evaluated" is never a pass)."""
-    if run.status in ERRORED:
+    """The trial's verdict in the runs list's words (`tracecard.scorers.verdict.run_verdict`):
+    `errored` (with the run's error) when the run itself broke; else `failed` at the first
+    component (in component order) that failed, and why; `passed`; `not evaluated` (never a
+    pass); `pending` or `running` while it is live."""
+    verdict = run_verdict(run.status, scores)
+    if verdict.word == "errored":
         return TrialVerdict("errored", reason=shorten(run.error or run.status, 160))
-    ordered = sorted(scores, key=lambda s: component_key(s.component))
-    failed = next((s for s in ordered if s.passed is False), None)
-    if failed is not None:
-        # the runs list's and the trace page's words (one function: tracecard.scorers.verdict)
-        return TrialVerdict(
-            "failed", failed.component, failure_reason(failed.component, failed.evidence or {})
-        )
-    if any(s.passed is True for s in ordered):
-        return TrialVerdict("passed")
-    return TrialVerdict("not evaluated")
+    return TrialVerdict(verdict.label, verdict.component, verdict.reason or "")

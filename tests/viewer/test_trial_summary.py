@@ -60,3 +60,6 @@ def test_a_trial_verdict_names_the_first_failing_component_and_why() -> None:
     assert trial_verdict(_run(), []).word == "not evaluated"
     crashed = trial_verdict(_run("errored", "agent exited 1"), [_score("outcome", True)])
     assert (crashed.word, crashed.reason) == ("errored", "agent exited 1")
+    # the runs list's words for a live trial, never "not evaluated" before it could be
+    assert trial_verdict(_run("pending"), []).word == "pending"
+    assert trial_verdict(_run("running"), [_score("outcome", False)]).word == "running"
