@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.examples.helpers import code_blocks
+from tests.support.processes import ctrl_c_reaches_it
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "docs" / "quickstart.md"
@@ -87,6 +88,7 @@ def test_the_quickstart_as_written(tmp_path: Path) -> None:
     demo = subprocess.Popen(
         ["bash", "-c", f"exec {commands[0]} {shlex.join(QUICK)}"], cwd=folder,
         env=_environment(folder), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=ctrl_c_reaches_it,
     )  # fmt: skip
     assert demo.stdout is not None
     lines: list[str] = []

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.examples.helpers import ROOT
+from tests.support.processes import ctrl_c_reaches_it
 from tracecard.server.cli.main import main
 from tracecard.server.orchestration.embedded import free_port
 
@@ -78,6 +79,7 @@ def test_the_demo_serves_until_ctrl_c_and_leaves_nothing_running(tmp_path: Path)
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "COLUMNS": "200"},
+        preexec_fn=ctrl_c_reaches_it,
     )
     try:
         _serve_then_ctrl_c(process, port, folder)

@@ -17,6 +17,7 @@ import pytest
 
 from tests.examples.helpers import ROOT, code_blocks
 from tests.server.test_orchestrator import FAULT_AGENT, alive, recorded_pids
+from tests.support.processes import ctrl_c_reaches_it
 from tests.support.tracecard import running_tracecard
 from tracecard.server.cli.demo import preloaded_helpdesk
 from tracecard.server.cli.main import main
@@ -189,6 +190,7 @@ def test_summary_and_ctrl_c(stop: signal.Signals, settings: Settings, tmp_path: 
         process = subprocess.Popen(
             argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "COLUMNS": "200"},
+            preexec_fn=ctrl_c_reaches_it,
         )  # fmt: skip
         deadline = time.monotonic() + 60
         while not (ended(settings) == 2 and len(cli_pids(work)) >= 5):

@@ -22,6 +22,15 @@ if TYPE_CHECKING:
     from mcp.client.stdio import StdioServerParameters
 
 
+def ctrl_c_reaches_it() -> None:
+    """A `preexec_fn` for a child a test will send Ctrl-C (SIGINT): its default action, as a
+    terminal would deliver it. A test run started in the background (`scripts/test &`, a job
+    runner) has SIGINT ignored, an ignored signal is inherited across exec, and Python then keeps
+    it ignored: the child would never see the test's Ctrl-C (seen: the demo, `run` and the
+    quickstart's demo all waited out their timeouts in such a run)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
