@@ -42,7 +42,8 @@ def test_fresh_clone_runs_the_demo_and_the_tests(tmp_path: Path) -> None:
     )
     demo_cmd, test_cmd = _readme_commands()
     demo = subprocess.run(
-        [*demo_cmd.split(), "--no-serve"],
+        # --port 0: the default 7800 is the quickstart walkthrough's, which may run beside it
+        [*demo_cmd.split(), "--no-serve", "--port", "0"],
         cwd=clone,
         env=env,
         capture_output=True,
