@@ -2,14 +2,16 @@
 1, 2 and 3 workers on this machine (issue #21).
 
     .venv/bin/python bench/workers.py [--tasks 200] [--trials 3] [--workers 1,2,3]
-        [--concurrency 4] [--pg postgresql://postgres@127.0.0.1:5432/test]
+        [--concurrency 4] [--pool on|off] [--pg postgresql://postgres@127.0.0.1:5432/test]
 
 Imports `--tasks` multi_turn_base entries once; then, per worker count, a fresh PostgreSQL
 database, that many `tracecard worker` processes (each its own proxy and per-run BFCL server
 processes, `--concurrency` cells at a time), and `tracecard run --queue` with
 examples/agents/bfcl_replay.py, timed from the enqueue to the last cell's end (workers are
 started and ready before the clock starts). Prints JSON: runs/min, pass rates, the load average.
-Bounded: each experiment stops at `--timeout` seconds; every process is stopped afterwards.
+`--pool off` runs every per-run BFCL server cold (`[pool] enabled = false`: no warm processes, no
+pre-forked parent), the way runs started before #21.5. Bounded: each experiment stops at
+`--timeout` seconds; every process is stopped afterwards.
 """
 
 from __future__ import annotations
@@ -61,7 +63,11 @@ def one(args: argparse.Namespace, work: Path, suite: Path, workers: int) -> dict
     """One experiment on `workers` worker processes."""
     db = _database(args.pg)
     config = work / "bfcl.upstreams.toml"
-    env = {**os.environ, "TRACECARD_SANDBOX_ROOT": str(work / "sandboxes")}
+    env = {
+        **os.environ,
+        "TRACECARD_SANDBOX_ROOT": str(work / "sandboxes"),
+        "TRACECARD_POOL__ENABLED": "true" if args.pool == "on" else "false",
+    }
     started: list[subprocess.Popen[bytes]] = []
     try:
         for index in range(workers):
@@ -96,6 +102,7 @@ def one(args: argparse.Namespace, work: Path, suite: Path, workers: int) -> dict
         return {
             "workers": workers,
             "concurrency_per_worker": args.concurrency,
+            "pool": args.pool,
             "runs": runs,
             "wall_s": round(wall, 1),
             "runs_per_min": round(runs / wall * 60, 1),
@@ -126,6 +133,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--workers", default="1,2,3")
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--pool", choices=("on", "off"), default="on")
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args()
