@@ -8,7 +8,8 @@ Imports `--tasks` multi_turn_base entries once; then, per worker count, a fresh 
 database, that many `tracecard worker` processes (each its own proxy and per-run BFCL server
 processes, `--concurrency` cells at a time), and `tracecard run --queue` with
 examples/agents/bfcl_replay.py, timed from the enqueue to the last cell's end (workers are
-started and ready before the clock starts). Prints JSON: runs/min, pass rates, the load average.
+started and ready before the clock starts). Prints JSON: runs/min, pass rates, the load average,
+and the machine's CPU seconds during the clock by kind (`user`: this bench, `nice`: niced work).
 `--pool off` runs every per-run BFCL server cold (`[pool] enabled = false`: no warm processes, no
 pre-forked parent), the way runs started before #21.5. Bounded: each experiment stops at
 `--timeout` seconds; every process is stopped afterwards.
@@ -59,6 +60,16 @@ def _ready(db: str, count: int) -> bool:
     return bool(row and row[0] >= count)
 
 
+def _cpu_times() -> dict[str, float]:
+    """The machine's CPU seconds by kind since boot (/proc/stat's first line): `user` is what
+    processes at nice <= 0 used (the bench), `nice` what niced processes used (other work on the
+    machine), so a figure can say how much of the machine the bench had."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    tick = os.sysconf("SC_CLK_TCK")
+    names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+    return {name: int(value) / tick for name, value in zip(names, fields, strict=False)}
+
+
 def one(args: argparse.Namespace, work: Path, suite: Path, workers: int) -> dict[str, Any]:
     """One experiment on `workers` worker processes."""
     db = _database(args.pg)
@@ -86,6 +97,7 @@ def one(args: argparse.Namespace, work: Path, suite: Path, workers: int) -> dict
                 raise SystemExit(f"{workers} workers did not start in 300 s: see {work}")
             time.sleep(0.5)
         load_before = os.getloadavg()
+        cpu_before = _cpu_times()
         clock = time.perf_counter()
         done = subprocess.run(
             [TRACECARD, "run", "--queue", "--db", db, "--config", str(config),
@@ -96,6 +108,8 @@ def one(args: argparse.Namespace, work: Path, suite: Path, workers: int) -> dict
             cwd=work, env=env, capture_output=True, text=True, timeout=args.timeout,
         )  # fmt: skip
         wall = time.perf_counter() - clock
+        cpu_after = _cpu_times()
+        cpu = {name: round(cpu_after[name] - cpu_before[name], 1) for name in cpu_before}
         summary = json.loads(done.stdout[done.stdout.index("{") : done.stdout.rindex("}") + 1])
         runs = args.tasks * args.trials
         components = summary.get("components", {})
@@ -112,6 +126,7 @@ def one(args: argparse.Namespace, work: Path, suite: Path, workers: int) -> dict
                 "value"
             ),
             "exit_code": done.returncode,
+            "cpu_s": cpu,
             "load_before": [round(x, 1) for x in load_before],
             "load_after": [round(x, 1) for x in os.getloadavg()],
         }
