@@ -31,9 +31,10 @@ def _suite(stored: StoredExperiment) -> Suite:
             suite: Suite | None = Suite.model_validate(stored.suite.document)
         except ValidationError:
             suite = None
-        if suite is not None and task_ids and set(task_ids) <= {t.id for t in suite.tasks}:
+        # (no task run counts, all lost to the infrastructure: the suite's tasks, none scored)
+        if suite is not None and set(task_ids) <= {t.id for t in suite.tasks}:
             return suite
-    tasks = [Task(id=t, instruction="") for t in task_ids] or [Task(id="-", instruction="")]
+    tasks = [Task(id=t, instruction="") for t in task_ids] or [Task(id="none", instruction="")]
     return Suite(schema_version=1, name=stored.experiment.suite_name, tasks=tasks)
 
 

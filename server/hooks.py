@@ -36,9 +36,6 @@ RootEvents = Callable[["RunRow", dict[str, Any]], "list[Event]"]
 RunScores = Callable[["Runtime", "RunRow"], Awaitable[dict[str, Any]]]
 # A per-run upstream's `{task.NAME}`: the params of the run's task (empty: none).
 TaskParams = Callable[["Runtime", str], Awaitable[dict[str, str]]]
-# At a run's finish: (end reason, why) when the infrastructure failed it (a per-run upstream's
-# sandbox or process never started): the run ends errored with that reason, unscored.
-InfraFailure = Callable[["Runtime", str], "tuple[str, str] | None"]
 # A per-run sandbox: the run's task's `fixture` (copied over the upstream's), or None.
 TaskFixture = Callable[["Runtime", str], Awaitable[str | None]]
 # Enforce mode, on the proxy's hot path (memory only): a decision to block a call, or None.
@@ -65,7 +62,6 @@ class Hooks:
     argument_checks: ArgumentChecks | None = None
     task_params: TaskParams | None = None
     task_fixture: TaskFixture | None = None
-    infra_failure: InfraFailure | None = None
     # A 429 from a `[limits.model]` upstream backs its key off for every worker (server/jobs).
     model_backoff: ModelBackoff | None = None
     # Replay (server/replay) on the proxy's and the stdio bridge's hot path, memory only.

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlmodel import col, select
 
-from tracecard.traces import queries
+from tracecard.traces import infra_failures, queries
 from tracecard.traces.experiments import INFRA_REASONS, reattempts, superseded
 from tracecard.traces.models import JobAttemptRow, JobWorkerRow, RunRow
 from tracecard.traces.store import Store
@@ -126,9 +126,12 @@ def cell_attempts(store: Store, experiment_id: str) -> dict[tuple[str, int], lis
     query = select(JobAttemptRow).where(col(JobAttemptRow.experiment_id) == experiment_id)
     with store.session() as session:
         rows = list(session.scalars(query.order_by(col(JobAttemptRow.attempt))))
+    # a per-run upstream that never started, seen here while the attempt still runs
+    failed = infra_failures.of_runs(store, [row.run_id for row in rows])
     cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for row in rows:
         run = runs.get(row.run_id)
+        infra = failed.get(row.run_id)
         cells.setdefault((row.task_id, row.trial), []).append(
             {
                 "run_id": row.run_id,
@@ -141,6 +144,7 @@ def cell_attempts(store: Store, experiment_id: str) -> dict[tuple[str, int], lis
                 "reason": row.reason,
                 "status": run.status if run else None,
                 "end_reason": run.end_reason if run else None,
+                "infra": {"reason": infra[0], "why": infra[1]} if infra else None,
                 "started_at": row.started_at.isoformat(),
             }
         )

@@ -278,3 +278,18 @@ class JobWorkerRow(SQLModel, table=True):
     heartbeat_at: datetime = Field(default_factory=utcnow)
     stopped_at: datetime | None = None
     recovered_by: str | None = Field(default=None, max_length=64)
+
+
+class InfraFailureRow(SQLModel, table=True):
+    """A per-run upstream of a run that never started (`sandbox_failed` |
+    `upstream_never_started`), written when it happens by the process serving the run's proxy,
+    so whichever process finishes the run or closes its lost attempt ends it with that reason
+    (tracecard.traces.infra_failures). A later good start of the same upstream deletes it."""
+
+    __tablename__ = "run_infra_failures"
+
+    run_id: str = Field(primary_key=True, max_length=32)
+    upstream: str = Field(primary_key=True, max_length=200)
+    reason: str = Field(max_length=32)
+    why: str = Field(sa_column=Column(Text, nullable=False))
+    recorded_at: datetime = Field(default_factory=utcnow)

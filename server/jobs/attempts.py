@@ -18,7 +18,7 @@ from sqlmodel import col, select
 
 from tracecard.server.errors import RunError
 from tracecard.server.settings import Settings
-from tracecard.traces import queries
+from tracecard.traces import infra_failures, queries
 from tracecard.traces.experiments import INFRA_REASONS
 from tracecard.traces.models import ExperimentRow, JobAttemptRow, RunRow
 from tracecard.traces.store import Store
@@ -58,14 +58,20 @@ def _attempts(store: Store, experiment_id: str, task_id: str, trial: int) -> lis
 
 
 def close_lost(store: Store, run_id: str, why: str) -> RunRow | None:
-    """Close an attempt whose worker is gone: the run `errored`, end reason `worker_lost`, no
-    scores; a run that already ended (its finish got through) is left as it is."""
+    """Close an attempt whose worker is gone: the run `errored`, no scores, end reason
+    `worker_lost`, or the failure its worker recorded before it went (a per-run upstream that
+    never started doomed the run already: `sandbox_failed`, `upstream_never_started`); a run
+    that already ended (its finish got through) is left as it is."""
     now = datetime.now(UTC)
     with store.writing() as session:
         attempt = session.get(JobAttemptRow, run_id)
         if attempt is not None and attempt.state == "running":
             attempt.state, attempt.reason, attempt.ended_at = "lost", why, now
             session.add(attempt)
+    failed = infra_failures.of_run(store, run_id)
+    if failed is not None:
+        reason, first = failed
+        return _end_unscored(store, run_id, "errored", reason, f"{first}; then {why}")
     return _end_unscored(store, run_id, "errored", "worker_lost", why)
 
 

@@ -13,6 +13,12 @@ from tracecard.server.cli.common import existing_store, print_json, read_setting
 __all__ = ["register"]
 
 
+def _doomed(attempts: list[dict[str, Any]]) -> str:
+    """A running attempt's recorded infrastructure failure: its run will end unscored."""
+    infra = next((a["infra"] for a in attempts if a["state"] == "running" and a["infra"]), None)
+    return f"{infra['reason']} (running, will not be scored)" if infra else ""
+
+
 def _system_url(db: str) -> str:
     from tracecard.server.cli.common import UsageError
     from tracecard.server.jobs.engine import system_database_url
@@ -48,7 +54,7 @@ def _show(args: argparse.Namespace, console: Console) -> int:
             cell["state"],
             tried,
             cell["run_id"],
-            cell["end_reason"] or "",
+            cell["end_reason"] or _doomed(cell["attempts"]),
         )
     if table.row_count:
         console.print(table)

@@ -23,6 +23,7 @@ from tracecard.server.runs.registry import (
 )
 from tracecard.server.runtime import Runtime
 from tracecard.server.settings import MODEL_KINDS
+from tracecard.traces import infra_failures
 from tracecard.traces.models import RunRow
 from tracecard.traces.run_summary import end_run
 from tracecard.traces.search import index_runs
@@ -171,8 +172,8 @@ async def finish_run(runtime: Runtime, run_id: str, body: RunFinish) -> dict[str
         "error": body.error,
         "finished_at": datetime.now(UTC),
     }
-    infra = runtime.hooks.infra_failure
-    failed = infra(runtime, run_id) if infra is not None else None
+    # a per-run upstream that never started, recorded by whichever process served the run
+    failed = await anyio.to_thread.run_sync(infra_failures.of_run, runtime.store, run_id)
     if failed is not None:  # not the agent's failure: errored with the reason, never scored
         fields.update(status="errored", error=f"{failed[0]}: {failed[1]}", end_reason=failed[0])
     updated = await anyio.to_thread.run_sync(lambda: runtime.store.update_run(run_id, **fields))

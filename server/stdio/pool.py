@@ -38,7 +38,7 @@ from tracecard.server.stdio.messages import (
 from tracecard.server.stdio.process import StdioProcess
 from tracecard.server.stdio.reaper import Reaper
 from tracecard.server.stdio.warm import Launch, WarmPool
-from tracecard.traces import semconv
+from tracecard.traces import infra_failures, semconv
 from tracecard.traces.models import RunRow
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,8 @@ class Slot:
     last_used: float = 0.0  # monotonic time of the last call (the reaper stops idle ones)
     started: bool = False  # a process of this slot has started (its handshake got through)
     # a per-run slot whose process never started: (`sandbox_failed` | `upstream_never_started`,
-    # why), the infrastructure's failure that the run's finish records (`infra_failure`)
+    # why), also in the database (tracecard.traces.infra_failures), where the run's finish, on
+    # whichever process, reads it
     never_started: tuple[str, str] | None = None
 
 
@@ -169,19 +170,18 @@ class StdioUpstreams:
         except (ConfigError, OSError) as exc:
             raise _SandboxError(str(exc)) from exc
 
-    @staticmethod
-    def _never_started(slot: Slot, reason: str, message: str) -> None:
-        if slot.run is not None and not slot.started:
-            slot.never_started = (reason, message)
-
-    def infra_failure(self, _runtime: Runtime, run_id: str) -> tuple[str, str] | None:
-        """`infra_failure` hook: (reason, why) when a per-run upstream of the run never
-        started (its sandbox could not be made, or its process never got through its start),
-        the infrastructure's failure rather than the agent's; None otherwise."""
-        for (_name, run), slot in self.per_run.items():
-            if run == run_id and slot.never_started is not None:
-                return slot.never_started
-        return None
+    async def _never_started(self, slot: Slot, reason: str, message: str) -> None:
+        """A per-run upstream that never started: the infrastructure's failure, not the
+        agent's. Recorded in the database before the agent gets the error, so whichever process
+        finishes the run (or closes its lost attempt) ends it with this reason, unscored."""
+        run = slot.run
+        if run is None or slot.started:
+            return
+        slot.never_started = (reason, message)
+        store = self.runtime.store
+        await anyio.to_thread.run_sync(
+            lambda: infra_failures.record(store, run.id, slot.name, reason, message)
+        )
 
     def new_process(self, launch: Launch) -> StdioProcess:
         """A process of `launch`, not yet spawned."""
@@ -200,10 +200,11 @@ class StdioUpstreams:
             launch = await self.resolve(slot.name, run.id if run is not None else None)
         except _SandboxError as exc:
             message = f"upstream {slot.name!r}: the run's sandbox could not be made: {exc}"
-            self._never_started(slot, "sandbox_failed", message)
+            await self._never_started(slot, "sandbox_failed", message)
             raise UpstreamError(message) from exc
         except (ConfigError, OSError) as exc:
-            self._never_started(slot, "upstream_never_started", f"upstream {slot.name!r}: {exc}")
+            why = f"upstream {slot.name!r}: {exc}"
+            await self._never_started(slot, "upstream_never_started", why)
             raise UpstreamError(f"upstream {slot.name!r}: {exc}") from exc
         if run is not None and launch.sandbox is not None and run.sandbox is None:
             run.sandbox = str(launch.sandbox)
@@ -222,11 +223,14 @@ class StdioUpstreams:
             slot.crashes += 1
             slot.not_before = time.monotonic() + self._backoff(slot)
             slot.last_error = str(exc)
-            self._never_started(slot, "upstream_never_started", str(exc))
+            await self._never_started(slot, "upstream_never_started", str(exc))
             log.error("%s", exc)
             raise
         slot.process = process
         slot.last_error = None
+        if run is not None and slot.never_started is not None:  # it started after all
+            store = self.runtime.store
+            await anyio.to_thread.run_sync(lambda: infra_failures.clear(store, run.id, slot.name))
         slot.started, slot.never_started = True, None
         if run is not None:
             self.reaper.started(slot)

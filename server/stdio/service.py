@@ -32,7 +32,6 @@ async def stdio_lifespan(runtime: Runtime) -> AsyncIterator[StdioBridge]:
     runtime.stdio = bridge
     runtime.hooks.after_finish.append(pool.after_finish)
     runtime.hooks.after_finish.append(bridge.listens.after_finish)
-    runtime.hooks.infra_failure = pool.infra_failure
     try:
         yield bridge
     finally:
