@@ -104,6 +104,7 @@ SLOW_FIRST = (
     "tests/server/test_demo_process.py",
     "tests/viewer/test_csp_browser.py",
     "tests/server/test_jobs_infra.py",
+    "tests/server/test_jobs_infra_record.py",
     "tests/server/test_jobs_backoff.py",
     "tests/server/test_jobs_cancel.py",
     "tests/viewer/test_robustness_browser.py",
