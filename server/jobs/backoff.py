@@ -7,6 +7,12 @@ row and waits until its `until`; a 429 answer moves `until` forward (never back)
 `Retry-After`, else by a delay that doubles with each 429 in a row (1 s, 2 s, ... 60 s; a 429
 more than a minute after the last backoff ended starts again at 1 s). Upstreams without a
 `[limits.model]` entry are never held.
+
+Every instant here is the database's clock, never a worker's: `until` is written as the
+database's now plus the delay, and read back with the database's now beside it, so a worker
+whose clock is off neither ignores another's backoff nor stretches it; what a worker measures
+itself is only the duration it then sleeps. An HTTP-date `Retry-After` is read against the
+answer's own `Date` (the upstream's clock on both sides), else this machine's clock.
 """
 
 from __future__ import annotations
@@ -14,10 +20,12 @@ from __future__ import annotations
 import asyncio
 import email.utils
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import anyio.to_thread
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 from sqlmodel import col
 
 from tracecard.server.runtime import Runtime
@@ -25,11 +33,21 @@ from tracecard.server.settings import Settings
 from tracecard.traces.models import JobBackoffRow
 from tracecard.traces.store import Store
 
-__all__ = ["ModelBackoff", "install_backoff", "retry_after_s"]
+__all__ = ["ModelBackoff", "database_now", "install_backoff", "retry_after_s"]
 
 FIRST_S = 1.0  # the delay after a 429 that says no Retry-After; it doubles each time in a row
 MAX_S = 60.0  # no backoff is longer, whatever an upstream asks
 MAX_WAITS = 20  # a request waits through at most this many extended backoffs, then goes
+
+
+def _http_date(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def retry_after_s(value: str | None, now: datetime) -> float | None:
@@ -41,17 +59,30 @@ def retry_after_s(value: str | None, now: datetime) -> float | None:
         return max(0.0, float(text))
     except ValueError:
         pass
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - now).total_seconds())
+    when = _http_date(text)
+    return None if when is None else max(0.0, (when - now).total_seconds())
 
 
 def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _now_clause(session: Session) -> Any:
+    """The database's current time (UTC) as a column expression."""
+    if session.get_bind().dialect.name == "sqlite":
+        return func.strftime("%Y-%m-%d %H:%M:%f", "now")  # UTC, to the millisecond
+    return func.clock_timestamp()  # the statement's time, not the transaction's
+
+
+def _as_instant(value: Any) -> datetime:
+    if isinstance(value, str):  # SQLite's strftime
+        return datetime.fromisoformat(value).replace(tzinfo=UTC)
+    return _aware(value)
+
+
+def database_now(session: Session) -> datetime:
+    """The database's clock, read in `session`."""
+    return _as_instant(session.execute(select(_now_clause(session))).scalar_one())
 
 
 class ModelBackoff:
@@ -67,8 +98,7 @@ class ModelBackoff:
             return 0.0
         waited = 0.0
         for _ in range(MAX_WAITS):
-            until = await anyio.to_thread.run_sync(self._until, upstream)
-            delay = (until - datetime.now(UTC)).total_seconds() if until else 0.0
+            delay = await anyio.to_thread.run_sync(self.remaining_s, upstream)
             if delay <= 0:
                 break
             delay = min(delay, MAX_S)
@@ -76,26 +106,38 @@ class ModelBackoff:
             waited += delay
         return waited
 
-    async def observe(self, upstream: str, status: int, retry_after: str | None) -> None:
-        """After an answer's head: a 429 backs the key off for every worker."""
+    async def observe(
+        self, upstream: str, status: int, retry_after: str | None, date: str | None = None
+    ) -> None:
+        """After an answer's head (its `Retry-After` and `Date`): a 429 backs the key off for
+        every worker."""
         if upstream in self.names and status == 429:
-            await anyio.to_thread.run_sync(self._record, upstream, retry_after)
+            await anyio.to_thread.run_sync(self._record, upstream, retry_after, date)
 
-    def _until(self, upstream: str) -> datetime | None:
+    def remaining_s(self, upstream: str) -> float:
+        """Seconds left in upstream's backoff (0 when none), by the database's clock."""
         with self.store.session() as session:
-            row = session.get(JobBackoffRow, f"model:{upstream}")
-            return _aware(row.until) if row is not None else None
+            found = session.execute(
+                select(col(JobBackoffRow.until), _now_clause(session)).where(
+                    col(JobBackoffRow.key) == f"model:{upstream}"
+                )
+            ).first()
+        if found is None:
+            return 0.0
+        until, now = found
+        return max(0.0, (_aware(until) - _as_instant(now)).total_seconds())
 
-    def _record(self, upstream: str, retry_after: str | None) -> None:
-        key, now = f"model:{upstream}", datetime.now(UTC)
-        rows = JobBackoffRow
+    def _record(self, upstream: str, retry_after: str | None, date: str | None = None) -> None:
+        key, rows = f"model:{upstream}", JobBackoffRow
+        # Retry-After as a date: against the answer's own Date, else this machine's clock
+        asked = retry_after_s(retry_after, _http_date(date) or datetime.now(UTC))
         for _ in range(3):  # a first 429 on two workers at once: one inserts, one updates
             with self.store.session() as session:
+                now = database_now(session)
                 row = session.get(rows, key)
                 current = _aware(row.until) if row is not None else None
             in_a_row = current is not None and (now - current).total_seconds() < MAX_S
             hits = row.hits + 1 if row is not None and in_a_row else 1
-            asked = retry_after_s(retry_after, now)
             delay = min(MAX_S, asked if asked is not None else FIRST_S * 2 ** (hits - 1))
             until = now + timedelta(seconds=delay)
             if current is not None and current >= until:

@@ -84,7 +84,8 @@ async def handle_llm(
     exchange.status_code = response.status_code
     exchange.response_headers = response.items()
     if backoff is not None and response.status_code == 429:  # before the agent can retry
-        await backoff.observe(upstream.name, 429, response.headers.get("retry-after"))
+        retry_after, date = response.headers.get("retry-after"), response.headers.get("date")
+        await backoff.observe(upstream.name, 429, retry_after, date)
     await send(
         {
             "type": "http.response.start",
