@@ -11,8 +11,6 @@ from typing import Any
 
 import anyio.to_thread
 import orjson
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event
 
@@ -158,6 +156,9 @@ async def call_tool_through_proxy(
     It presents the database's verifier key (`Tracecard-Verifier`, never forwarded upstream),
     which no agent has: only this traffic is recorded with `tracecard.role = verifier`. The
     connections are the server's one probe pool (server/evaluation/probe_http.py)."""
+    from mcp.client.client import Client  # loaded at the first probe, not at every start
+    from mcp.client.streamable_http import streamable_http_client
+
     url = f"{runtime.settings.base_url}/runs/{run_id}/mcp/{upstream}"
     headers = {VERIFIER_HEADER: runtime.verifier_key}
     if runtime.settings.api_token:

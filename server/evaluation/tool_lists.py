@@ -25,17 +25,17 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
-from mcp.client.client import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
 from tracecard.scorers import Suite, Task
 from tracecard.scorers.tool_check import ToolFinding, check_tools
 from tracecard.server.runs.sandbox import TASK_PARAM, file_probe_findings, substitute
 from tracecard.server.settings import Settings, UpstreamSettings
+
+if TYPE_CHECKING:  # the MCP client loads when a list is asked for, not at every start
+    from mcp.client.client import Client
 
 __all__ = ["ToolListCache", "ToolListings", "check_suite_tools", "list_upstream_tools"]
 
@@ -69,6 +69,9 @@ async def _from_stdio(
     """A stdio upstream's tools; with a `turn_tool`, those it lists in any of `turns` turns
     (it is told each turn as a run's process would be: a function a later turn reveals is
     one the suite may name)."""
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
     command = upstream.command or []
     with tempfile.TemporaryDirectory(prefix="tracecard-toolcheck-") as scratch:
         sandbox = Path(scratch)
@@ -92,6 +95,9 @@ async def _from_stdio(
 
 
 async def _from_http(upstream: UpstreamSettings) -> dict[str, dict[str, Any]]:
+    from mcp.client.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
     async with httpx2.AsyncClient(headers=upstream.headers, timeout=LIST_TIMEOUT_S) as http:
         async with Client(streamable_http_client(upstream.url or "", http_client=http)) as client:
             return await _list(client)

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tracecard.server.asgi import SSE_HEADERS, Send, send_bytes, sse_frame
 from tracecard.server.faults.inject import changed_reply, replacement
 from tracecard.server.faults.plan import FaultRule, RunFaults
+from tracecard.server.mcp_versions import modern_versions
 from tracecard.server.proxy import tool_annotations
 from tracecard.server.proxy.forward import open_upstream, response_headers, upstream_url
 from tracecard.server.proxy.sse import SseParser
@@ -100,7 +100,7 @@ async def fault_post(
         return True
     reply = replacement(rule, pending.request_id, upstream)
     if reply is not None:
-        if "result" in reply and headers.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if "result" in reply and headers.protocol_version in modern_versions():
             reply["result"] = {"resultType": "complete", **reply["result"]}  # the wire needs it
         record_reply(state, pending, reply, rule)
         as_sse = "application/json" not in headers.accept or state.answers_sse.get(upstream, False)

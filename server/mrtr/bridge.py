@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
-from mcp_types import INVALID_PARAMS
 
 from tracecard.server.asgi import jsonrpc_error
+from tracecard.server.mcp_versions import INVALID_PARAMS
 from tracecard.server.mrtr.calls import CALL_ONLY, INPUT_REQUIRED, METHODS
 from tracecard.server.recording.span import RecordedSpan
 from tracecard.traces import semconv

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tracecard.server.asgi import SSE_HEADERS, Send, jsonrpc_error, send_bytes, sse_frame
+from tracecard.server.mcp_versions import modern_versions
 from tracecard.server.proxy import tool_annotations
 from tracecard.server.recording.recorder import PendingCall, Recorder, message_target
 from tracecard.server.replay.index import Miss, Recorded, RunReplay
@@ -163,7 +163,7 @@ def _as_sse(headers: RequestHeaders) -> bool:
         return False
     if "application/json" not in headers.accept:
         return True
-    return headers.protocol_version not in MODERN_PROTOCOL_VERSIONS
+    return headers.protocol_version not in modern_versions()
 
 
 async def replay_other(send: Send, method: str) -> None:

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tracecard.server.asgi import (
     CODE_INVALID,
@@ -36,6 +35,7 @@ from tracecard.server.asgi import (
     send_json,
     wait_disconnect,
 )
+from tracecard.server.mcp_versions import modern_versions
 from tracecard.server.mrtr.bridge import BridgeRounds
 from tracecard.server.mrtr.calls import INPUT_REQUIRED
 from tracecard.server.proxy.grouping import Unbound, adhoc_for_request, client_info
@@ -43,7 +43,7 @@ from tracecard.server.proxy.sessions import IdleLru
 from tracecard.server.recording.recorder import Recorder
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runtime import Runtime
-from tracecard.server.stdio import capabilities, handshake, ladder, listen
+from tracecard.server.stdio import capabilities, handshake, listen
 from tracecard.server.stdio.calls import StdioCalls
 from tracecard.server.stdio.messages import (
     MODERN_META_PREFIX,
@@ -58,7 +58,6 @@ from tracecard.server.stdio.sse import KEEPALIVE_S, SseStream
 log = logging.getLogger(__name__)
 
 SESSION_HEADER = "mcp-session-id"
-MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
 # Results the 2026-07-28 wire requires caching directives on (`ttlMs`, `cacheScope`).
 CACHEABLE = frozenset(
     {"tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
@@ -200,7 +199,11 @@ class StdioBridge:
         run: RunInfo | None,
         message: dict[str, Any],
     ) -> None:
-        version = headers.get(VERSION_HEADER) or MODERN_VERSION
+        # the SDK's inbound checks (`mcp.shared.inbound`): loaded with the first stateless
+        # request, not at every tracecard start (~0.4 s of CPU)
+        from tracecard.server.stdio import ladder
+
+        version = headers.get(VERSION_HEADER) or modern_versions()[-1]
         exchange = self.calls.exchange(
             upstream, run or self._adhoc(scope, upstream, headers, message), headers, None, version
         )
@@ -226,7 +229,7 @@ class StdioBridge:
                 return
             init = process.initialize_result
             discovered: dict[str, Any] = {
-                "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
+                "supportedVersions": list(modern_versions()),
                 "capabilities": init.get("capabilities") or {},
                 "resultType": "complete",
                 "ttlMs": 0,

@@ -43,7 +43,6 @@ from tracecard.server.asgi import (
 )
 from tracecard.server.recording.recorder import Exchange, PendingCall
 from tracecard.server.runtime import Runtime
-from tracecard.server.stdio import ladder
 from tracecard.server.stdio.calls import StdioCalls
 from tracecard.server.stdio.messages import MODERN_META_PREFIX, UpstreamError, strip_modern_meta
 from tracecard.server.stdio.pool import StdioUpstreams
@@ -125,6 +124,8 @@ class Listens:
         initialize = getattr(process, "initialize_result", None) or {}
         can = offered(initialize.get("capabilities"))
         if not can:  # the server's own answer, whatever it is (its HTTP status as the SDK's)
+            from tracecard.server.stdio import ladder  # the SDK's table (loaded on first use)
+
             reply = await self.calls.forward(upstream, strip_modern_meta(message), exchange)
             await send_json(send, ladder.http_status(reply), reply)
             return

@@ -7,8 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
+from tracecard.server.mcp_versions import modern_versions
 from tracecard.server.recording.recorder import Exchange, PendingCall
 from tracecard.traces import semconv
 
@@ -66,7 +65,7 @@ def strip_modern_meta(message: dict[str, Any]) -> dict[str, Any]:
 
 def is_modern(message: Any, headers: dict[str, str]) -> bool:
     """Whether a request speaks the stateless protocol (2026-07-28)."""
-    if headers.get(VERSION_HEADER) in MODERN_PROTOCOL_VERSIONS:
+    if headers.get(VERSION_HEADER) in modern_versions():
         return True
     if not isinstance(message, dict):
         return False

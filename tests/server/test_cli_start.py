@@ -157,3 +157,29 @@ def test_exports_robustness_section_loads_no_server_stack() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == ""
+
+
+def test_a_server_or_worker_start_loads_no_mcp_sdk() -> None:
+    """`tracecard serve` and `tracecard worker` build the whole app; the MCP SDK (client,
+    inbound checks, every wire model: ~0.5-0.8 s of CPU per process, #21's journey starts ten)
+    loads with the first probe or stateless MCP request, not at start."""
+    probe = (
+        "import sys\n"
+        "import tracecard.server.app, tracecard.server.jobs.worker\n"
+        "import tracecard.server.orchestration.embedded, tracecard.server.jobs.cell\n"
+        "print(','.join(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'mcp_types'})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == ""
+
+
+def test_the_deferred_protocol_constants_are_the_sdks() -> None:
+    from mcp_types import INVALID_PARAMS
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    from tracecard.server import mcp_versions
+
+    assert mcp_versions.modern_versions() == tuple(MODERN_PROTOCOL_VERSIONS)
+    assert mcp_versions.INVALID_PARAMS == INVALID_PARAMS
