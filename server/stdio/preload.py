@@ -38,6 +38,7 @@ RETRY_S = 30.0  # after a failed start, per-run processes start cold this long b
 class _Helper:
     socket: Path
     process: asyncio.subprocess.Process | None = None
+    ready: bool = False  # it said `ready`: its socket listens
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     not_before: float = 0.0
     stderr: deque[bytes] = field(default_factory=lambda: deque(maxlen=16))
@@ -63,10 +64,13 @@ class Preloads:
             if self._folder is None:  # short: a Unix socket path is limited to ~100 bytes
                 self._folder = Path(tempfile.mkdtemp(prefix="tracecard-preload-"))
             helper = self.helpers[name] = _Helper(self._folder / f"{len(self.helpers)}.sock")
-        if helper.process is not None and helper.process.returncode is None:
+        if helper.ready and helper.process is not None and helper.process.returncode is None:
             return {PRELOAD_VARIABLE: str(helper.socket)}
+        # a start still importing: wait for its `ready` (a socket path handed out before it
+        # listens sent each early relay to a cold start: 7 of a 20-run experiment's first runs)
         async with helper.lock:
-            running = helper.process is not None and helper.process.returncode is None
+            running = helper.ready and helper.process is not None
+            running = running and helper.process.returncode is None
             if not running and time.monotonic() >= helper.not_before and not self.closed:
                 running = await self._start(name, helper, upstream.preload, upstream.env)
         return {PRELOAD_VARIABLE: str(helper.socket)} if running else {}
@@ -77,6 +81,7 @@ class Preloads:
         if helper.process is not None:
             log.warning("preload of upstream %s exited (%s): starting it again", name,
                         helper.process.returncode)  # fmt: skip
+        helper.ready = False
         helper.socket.unlink(missing_ok=True)
         argv = [part.replace(PLACEHOLDER, str(helper.socket)) for part in command]
         # the helper shares what every run's process has; per-run values reach the forked
@@ -105,6 +110,7 @@ class Preloads:
             await _stop(process)
             tail = b"".join(helper.stderr).decode("utf-8", "replace").strip()[-1000:]
             return self._failed(name, helper, f"did not say ready (stderr: {tail or 'empty'})")
+        helper.ready = True
         log.info("preload of upstream %s ready (pid %s): %s", name, process.pid, " ".join(argv))
         return True
 
