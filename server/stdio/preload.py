@@ -44,6 +44,11 @@ class _Helper:
     stderr: deque[bytes] = field(default_factory=lambda: deque(maxlen=16))
     drain: asyncio.Task[None] | None = None
 
+    @property
+    def running(self) -> bool:
+        """It said `ready` and has not exited since."""
+        return self.ready and self.process is not None and self.process.returncode is None
+
 
 class Preloads:
     """The running `preload` helpers, by upstream."""
@@ -64,13 +69,12 @@ class Preloads:
             if self._folder is None:  # short: a Unix socket path is limited to ~100 bytes
                 self._folder = Path(tempfile.mkdtemp(prefix="tracecard-preload-"))
             helper = self.helpers[name] = _Helper(self._folder / f"{len(self.helpers)}.sock")
-        if helper.ready and helper.process is not None and helper.process.returncode is None:
+        if helper.running:
             return {PRELOAD_VARIABLE: str(helper.socket)}
         # a start still importing: wait for its `ready` (a socket path handed out before it
         # listens sent each early relay to a cold start: 7 of a 20-run experiment's first runs)
         async with helper.lock:
-            running = helper.ready and helper.process is not None
-            running = running and helper.process.returncode is None
+            running: bool = helper.running
             if not running and time.monotonic() >= helper.not_before and not self.closed:
                 running = await self._start(name, helper, upstream.preload, upstream.env)
         return {PRELOAD_VARIABLE: str(helper.socket)} if running else {}
