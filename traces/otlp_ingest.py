@@ -26,6 +26,8 @@ from tracecard.traces.otlp_json_in import decode_json
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
+_NO_TRACE = bytes(16)  # all-zero ids are invalid (OTLP)
+_NO_SPAN = bytes(8)
 
 
 # --- protobuf ----------------------------------------------------------------------------------
@@ -50,17 +52,25 @@ def _pb_value(value: AnyValue) -> Any:
 
 def _pb_attributes(key_values: Iterable[KeyValue]) -> dict[str, Any]:
     attributes: dict[str, Any] = {}
-    for kv in key_values:
+    for kv in key_values:  # the hot loop: the common cases first, each with as few reads as can be
         value = kv.value
-        text = value.string_value  # most values are non-empty strings: one access, no oneof
+        text = value.string_value  # most values are non-empty strings: one read, no oneof
         if text:
             attributes[kv.key] = text
             continue
-        which = value.WhichOneof("value")  # the common scalar cases inline: this is the hot loop
-        if which == "int_value":
-            attributes[kv.key] = value.int_value
-        elif which == "string_value":
+        number = value.int_value  # a non-zero int is the oneof's int: one read more
+        if number:
+            attributes[kv.key] = number
+            continue
+        which = value.WhichOneof("value")
+        if which == "string_value":
             attributes[kv.key] = ""
+        elif which == "int_value":
+            attributes[kv.key] = 0
+        elif which == "array_value":  # e.g. finish reasons: its strings read like the above
+            attributes[kv.key] = [
+                item.string_value or _pb_value(item) for item in value.array_value.values
+            ]
         else:
             attributes[kv.key] = _pb_value(value)
     return attributes
@@ -85,10 +95,10 @@ def decode_protobuf(body: bytes, max_spans: int | None = None) -> DecodedBatch:
             scope = scope_spans.scope.name or None
             for span in scope_spans.spans:
                 trace_id, span_id = span.trace_id, span.span_id
-                if len(trace_id) != 16 or not any(trace_id):
+                if len(trace_id) != 16 or trace_id == _NO_TRACE:
                     batch.reject(f"span {span.name!r}: trace_id must be 16 non-zero bytes")
                     continue
-                if len(span_id) != 8 or not any(span_id):
+                if len(span_id) != 8 or span_id == _NO_SPAN:
                     batch.reject(f"span {span.name!r}: span_id must be 8 non-zero bytes")
                     continue
                 parent = span.parent_span_id
