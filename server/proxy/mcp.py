@@ -51,7 +51,7 @@ from tracecard.server.proxy.relay import (
 )
 from tracecard.server.proxy.sessions import choose_run
 from tracecard.server.proxy.state import ProxyState, Upstream
-from tracecard.server.proxy.transport import UpstreamResponse
+from tracecard.server.proxy.transport import Answer
 from tracecard.server.proxy.visibility import filter_body, filtering_sse, hidden_for
 from tracecard.server.recording.recorder import Exchange, parse_json
 from tracecard.server.runs.registry import RunInfo
@@ -290,7 +290,7 @@ def _without_encoding(forward: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(name, value) for name, value in forward if name.lower() != "accept-encoding"]
 
 
-async def _send_stream_head(send: Send, response: UpstreamResponse) -> None:
+async def _send_stream_head(send: Send, response: Answer) -> None:
     """The head of a streamed answer; no Content-Length, tracecard may add events of its own."""
     headers = [
         (name, value)

@@ -19,7 +19,7 @@ from tracecard.server.proxy.calls import Calls, await_resumed, fail_open, record
 from tracecard.server.proxy.forward import response_headers
 from tracecard.server.proxy.sse import SseEventTooLarge, SseParser
 from tracecard.server.proxy.state import ProxyState
-from tracecard.server.proxy.transport import UpstreamClient, UpstreamResponse
+from tracecard.server.proxy.transport import Answer, UpstreamClient
 from tracecard.traces import semconv
 
 # Non-streaming bodies up to this size are read whole before the agent gets the head.
@@ -115,7 +115,7 @@ class Fetched:
     """One upstream request under one deadline: the answer's head and, unless it streams
     (SSE, read by `relay_sse`), its body; or why no head came (`failure`)."""
 
-    response: UpstreamResponse | None = None
+    response: Answer | None = None
     relayed: Relayed | None = None  # None: an SSE answer, or no answer
     failure: BaseException | None = None  # TimeoutError or a transport error, before the head
 
@@ -124,7 +124,7 @@ class Fetched:
         return isinstance(self.failure, TimeoutError)
 
 
-def is_event_stream(response: UpstreamResponse) -> bool:
+def is_event_stream(response: Answer) -> bool:
     return response.headers.get("Content-Type", "").startswith("text/event-stream")
 
 
@@ -150,7 +150,7 @@ async def fetch(
     fetched = Fetched()
     try:
         async with asyncio.timeout_at(deadline):
-            fetched.response = response = await client.open(method, url, forward, body)
+            fetched.response = response = await client.request(method, url, forward, body)
             if sse and is_event_stream(response):
                 return fetched
             fetched.relayed = relayed = Relayed()
@@ -174,7 +174,7 @@ async def fetch(
     return fetched
 
 
-async def _read_body(response: UpstreamResponse, send: Send, keep: int, relayed: Relayed) -> None:
+async def _read_body(response: Answer, send: Send, keep: int, relayed: Relayed) -> None:
     chunks = relayed.chunks
     read = response.read_chunk
     try:
@@ -212,7 +212,7 @@ async def send_whole(
 async def relay_sse(
     state: ProxyState,
     calls: Calls,
-    response: UpstreamResponse,
+    response: Answer,
     receive: Receive,
     send: Send,
     deadline: float | None,

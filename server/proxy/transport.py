@@ -17,12 +17,23 @@ import aiohttp
 from multidict import CIMultiDictProxy
 from yarl import URL
 
+from tracecard.server.proxy.wire import (
+    WIRE_METHODS,
+    UpstreamConnectTimeout,
+    WireClient,
+    WireResponse,
+)
+
+__all__ = [
+    "Answer",
+    "UpstreamClient",
+    "UpstreamConnectTimeout",
+    "UpstreamResponse",
+    "make_proxy_client",
+]
+
 # aiohttp adds these unless told not to; the proxy forwards only what the agent sent.
 _SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
-
-
-class UpstreamConnectTimeout(aiohttp.ClientConnectionError):
-    """No connection within the connect bound: the upstream is unavailable (not a deadline)."""
 
 
 class UpstreamResponse:
@@ -57,6 +68,9 @@ class UpstreamResponse:
         self._response.release()
 
 
+Answer = UpstreamResponse | WireResponse  # an answer's head, from aiohttp or a wire connection
+
+
 class UpstreamClient:
     """One aiohttp session for every upstream: no redirects, no environment, no cookies, no
     added headers, no decompression (bytes pass through as the upstream sent them)."""
@@ -65,6 +79,7 @@ class UpstreamClient:
         self._max_connections = max_connections
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
         self._session: aiohttp.ClientSession | None = None
+        self._wire: WireClient | None = None
 
     def _open_session(self) -> aiohttp.ClientSession:
         """Made on first use, inside the running event loop."""
@@ -97,7 +112,22 @@ class UpstreamClient:
             raise UpstreamConnectTimeout(str(exc)) from exc
         return UpstreamResponse(response)
 
+    async def request(
+        self, method: str, url: URL, headers: list[tuple[str, str]], body: bytes
+    ) -> Answer:
+        """`open`, on a keep-alive connection of `server/proxy/wire.py` for the MCP proxy's
+        methods to an `http://` upstream (the same answers and errors, less CPU per call)."""
+        if url.scheme != "http" or method not in WIRE_METHODS:
+            return await self.open(method, url, headers, body)
+        wire = self._wire
+        if wire is None:
+            wire = self._wire = WireClient(self._max_connections, self._timeout.sock_connect or 0)
+        return await wire.open(method, url, headers, body)
+
     async def aclose(self) -> None:
+        if self._wire is not None:
+            await self._wire.aclose()
+            self._wire = None
         if self._session is not None:
             await self._session.close()
             self._session = None

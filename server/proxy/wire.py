@@ -1,0 +1,335 @@
+"""Keep-alive HTTP/1.1 upstream connections on httptools (llhttp), for the proxy's MCP path.
+
+aiohttp's client cost ~0.1 ms of CPU per call on the proxy's hot path (a `ClientRequest`, a
+`StreamWriter`, a `ClientResponse` with its `StreamReader`, header `CIMultiDict`s built and
+copied, timers, traces) where a call needs one write and one parse (#24 item 2). Here a request
+is its head and body in one write on a pooled connection, and the answer is parsed by the
+same llhttp that uvicorn and aiohttp use, into the `(bytes, bytes)` pairs the proxy passes on.
+
+The answers look like aiohttp's to the callers (`server/proxy/relay.py`): the same
+`UpstreamResponse` interface, and the same exception classes for the same failures, so every
+error path is as before: no connection is an `aiohttp.ClientOSError` (unavailable), a connect
+past its bound `UpstreamConnectTimeout`, a head that is not HTTP an `aiohttp.ClientResponseError`
+(the upstream broke its answer), a connection lost before the head an
+`aiohttp.ServerDisconnectedError`, a body cut short an `aiohttp.ClientPayloadError`.
+
+Only `http://` upstreams and the methods the MCP proxy sends go this way; TLS and anything else
+stay on aiohttp (`server/proxy/transport.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections import deque
+from collections.abc import AsyncIterator
+
+import aiohttp
+import httptools
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+__all__ = ["WIRE_METHODS", "WireClient", "WireResponse"]
+
+WIRE_METHODS = frozenset({"POST", "GET", "DELETE"})
+_NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})  # no Content-Length: 0
+_HIGH_WATER = 1 << 17  # buffered body bytes before the socket is paused (aiohttp: 2 x 64 KiB)
+_IDLE_MAX = 64  # idle connections kept per upstream address
+
+
+class UpstreamConnectTimeout(aiohttp.ClientConnectionError):
+    """No connection within the connect bound: the upstream is unavailable (not a deadline)."""
+
+
+class UpstreamConnectError(aiohttp.ClientOSError):
+    """The upstream refused or could not be reached: unavailable."""
+
+
+class UpstreamBrokenHead(aiohttp.ClientResponseError):
+    """The upstream answered with something that is not an HTTP/1.1 head."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(None, (), message=message)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection, carrying one request at a time."""
+
+    def __init__(self, pool: list[_Connection]) -> None:
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.head: asyncio.Future[int] | None = None
+        self.raw: list[tuple[bytes, bytes]] = []
+        self.chunks: deque[bytes] = deque()
+        self.buffered = 0
+        self.waiter: asyncio.Future[None] | None = None
+        self.done = False  # the answer's body ended
+        self.reusable = False
+        self.interim = False  # a 1xx head: the real answer follows
+        self.error: BaseException | None = None
+        self.closed = False
+        self.paused = False
+
+    # -- asyncio
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if self.head is None:  # idle in the pool: nothing may arrive unasked
+            self.close()
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self.reusable = False
+        except httptools.HttpParserError as exc:
+            self._fail(exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self in self.pool:
+            self.pool.remove(self)
+        if self.head is None or self.done or self.error is not None:
+            return
+        if self.head.done() and self._reads_to_close():
+            self._finish()  # an answer without length or chunking ends with the connection
+            return
+        self._fail(exc)
+
+    def pause_writing(self) -> None:  # a request body is written at once: nothing to pause
+        pass
+
+    def resume_writing(self) -> None:
+        pass
+
+    # -- httptools
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.raw.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if 100 <= status < 200 and status != 101:
+            self.interim = True
+            return
+        self.reusable = self.parser.should_keep_alive()
+        head = self.head
+        if head is not None and not head.done():
+            head.set_result(status)
+
+    def on_body(self, body: bytes) -> None:
+        if self.done:  # the body of a second answer nobody asked for
+            self.reusable = False
+            return
+        self.chunks.append(body)
+        self.buffered += len(body)
+        if self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        if self.interim:
+            self.interim = False
+            self.raw = []
+            return
+        if self.done:  # a second answer nobody asked for
+            self.reusable = False
+            return
+        self._finish()
+
+    # -- states
+    def _reads_to_close(self) -> bool:
+        names = {name.lower() for name, _ in self.raw}
+        return b"content-length" not in names and b"transfer-encoding" not in names
+
+    def _finish(self) -> None:
+        self.done = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _fail(self, exc: BaseException | None) -> None:
+        head = self.head
+        if head is not None and not head.done():
+            if isinstance(exc, httptools.HttpParserError):
+                error: BaseException = UpstreamBrokenHead(f"not an HTTP answer: {exc}")
+            else:
+                error = aiohttp.ServerDisconnectedError()
+            head.set_exception(error)
+        else:
+            self.error = aiohttp.ClientPayloadError(f"Response payload is not completed: {exc!r}")
+        self.reusable = False
+        self.close()
+        self._wake()
+
+    def close(self) -> None:
+        self.reusable = False
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.close()
+        if self in self.pool:
+            self.pool.remove(self)
+
+
+class WireResponse:
+    """An answer whose head has arrived (the `UpstreamResponse` interface)."""
+
+    __slots__ = ("_client", "_conn", "_headers", "raw_headers", "status_code")
+
+    def __init__(self, client: WireClient, conn: _Connection, status: int) -> None:
+        self._client = client
+        self._conn: _Connection | None = conn
+        self.status_code = status
+        self.raw_headers: tuple[tuple[bytes, bytes], ...] = tuple(conn.raw)
+        self._headers: CIMultiDictProxy[str] | None = None
+
+    @property
+    def headers(self) -> CIMultiDictProxy[str]:
+        """Case-insensitive, decoded as aiohttp decodes them (UTF-8, bad bytes escaped)."""
+        if self._headers is None:
+            self._headers = CIMultiDictProxy(
+                CIMultiDict(
+                    (n.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
+                    for n, v in self.raw_headers
+                )
+            )
+        return self._headers
+
+    async def read_chunk(self) -> bytes:
+        """The body's bytes that arrived since the last read; b"" at its end."""
+        conn = self._conn
+        if conn is None:
+            return b""
+        chunks = conn.chunks
+        while not chunks:
+            if conn.error is not None:
+                raise conn.error
+            if conn.done:
+                return b""
+            waiter = conn.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                conn.waiter = None
+        data = chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
+        chunks.clear()
+        conn.buffered = 0
+        if conn.paused and conn.transport is not None and not conn.closed:
+            conn.paused = False
+            conn.transport.resume_reading()
+        return data
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        while chunk := await self.read_chunk():
+            yield chunk
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self.headers.items())
+
+    async def aclose(self) -> None:
+        """A body read to its end puts the connection back in the pool; else it is closed."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._client.release(conn)
+
+
+class WireClient:
+    """Pooled keep-alive connections per upstream address, at most `limit` busy at once."""
+
+    def __init__(self, limit: int, connect_timeout: float) -> None:
+        self._connect_timeout = connect_timeout
+        self._idle: dict[tuple[str, int], list[_Connection]] = {}
+        self._limit = asyncio.Semaphore(limit) if limit else None
+        self._busy: set[_Connection] = set()
+
+    async def open(
+        self, method: str, url: URL, headers: list[tuple[str, str]], body: bytes
+    ) -> WireResponse:
+        """Send the request (head and body in one write); return once the answer's head came."""
+        text = "".join([f"{name}: {value}\r\n" for name, value in headers])
+        if text.count("\n") != len(headers) or text.count("\r") != len(headers):
+            raise ValueError("Newline or carriage return character detected in a header")
+        if body or method not in _NO_BODY_METHODS:
+            text = f"{text}Content-Length: {len(body)}\r\n"
+        host = url.host_port_subcomponent
+        data = f"{method} {url.raw_path_qs} HTTP/1.1\r\nHost: {host}\r\n{text}\r\n".encode()
+        if body:
+            data += body
+        if self._limit is not None:
+            await self._limit.acquire()
+        try:
+            conn = await self._connection(url)
+        except BaseException:
+            if self._limit is not None:
+                self._limit.release()
+            raise
+        self._busy.add(conn)
+        conn.head = head = asyncio.get_running_loop().create_future()
+        try:
+            assert conn.transport is not None
+            conn.transport.write(data)
+            status = await head
+        except BaseException:
+            conn.close()
+            self.release(conn)
+            raise
+        return WireResponse(self, conn, status)
+
+    async def _connection(self, url: URL) -> _Connection:
+        key = (url.raw_host or "", url.port or 80)
+        idle = self._idle.get(key)
+        if idle is None:
+            idle = self._idle[key] = []
+        while idle:
+            conn = idle.pop()
+            if not conn.closed:
+                return conn
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                _transport, conn = await loop.create_connection(
+                    lambda: _Connection(idle), key[0], key[1]
+                )
+        except TimeoutError as exc:
+            raise UpstreamConnectTimeout(f"Connection timeout to host {key[0]}:{key[1]}") from exc
+        except OSError as exc:
+            raise UpstreamConnectError(
+                exc.errno or 0, f"Cannot connect to host {key[0]}:{key[1]} [{exc.strerror or exc}]"
+            ) from exc
+        sock = conn.transport.get_extra_info("socket") if conn.transport is not None else None
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
+
+    def release(self, conn: _Connection) -> None:
+        """Done with the connection's answer: back to the pool if it ended cleanly."""
+        if conn not in self._busy:
+            return
+        self._busy.discard(conn)
+        if self._limit is not None:
+            self._limit.release()
+        if conn.done and conn.reusable and not conn.closed and not conn.chunks:
+            conn.head, conn.raw, conn.done, conn.reusable = None, [], False, False
+            conn.buffered, conn.error = 0, None
+            if conn.paused and conn.transport is not None:
+                conn.paused = False
+                conn.transport.resume_reading()
+            if len(conn.pool) < _IDLE_MAX:
+                conn.pool.append(conn)
+                return
+        conn.close()
+
+    async def aclose(self) -> None:
+        for idle in self._idle.values():
+            for conn in list(idle):
+                conn.close()
+        for conn in list(self._busy):
+            conn.close()
+        self._idle.clear()
