@@ -23,13 +23,13 @@ import asyncio
 import socket
 from collections import deque
 from collections.abc import AsyncIterator
+from typing import overload
 
 import aiohttp
 import httptools
-from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-__all__ = ["WIRE_METHODS", "WireClient", "WireResponse"]
+__all__ = ["WIRE_METHODS", "WireClient", "WireHeaders", "WireResponse"]
 
 WIRE_METHODS = frozenset({"POST", "GET", "DELETE"})
 _NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})  # no Content-Length: 0
@@ -178,29 +178,61 @@ class _Connection(asyncio.Protocol):
             self.pool.remove(self)
 
 
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")  # as aiohttp decodes header names and values
+
+
+class WireHeaders:
+    """An answer's headers, looked up in its raw pairs: the proxy asks for two or three of
+    them, where a `CIMultiDict` of them all would be built for every answer."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: tuple[tuple[bytes, bytes], ...]) -> None:
+        self._raw = raw
+
+    @overload
+    def get(self, name: str) -> str | None: ...
+    @overload
+    def get(self, name: str, default: str) -> str: ...
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """The first value of `name` (any case), else `default`."""
+        wanted = name.lower().encode("latin-1")
+        for key, value in self._raw:
+            if len(key) == len(wanted) and key.lower() == wanted:
+                return _text(value)
+        return default
+
+    def __getitem__(self, name: str) -> str:
+        found = self.get(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def items(self) -> list[tuple[str, str]]:
+        """Every header as text, repeated names included (spelled as first received, as a
+        `CIMultiDict` gives them), in the order received."""
+        spelled: dict[bytes, str] = {}
+        return [
+            (spelled.setdefault(key.lower(), _text(key)), _text(value)) for key, value in self._raw
+        ]
+
+
 class WireResponse:
     """An answer whose head has arrived (the `UpstreamResponse` interface)."""
 
-    __slots__ = ("_client", "_conn", "_headers", "raw_headers", "status_code")
+    __slots__ = ("_client", "_conn", "raw_headers", "status_code")
 
     def __init__(self, client: WireClient, conn: _Connection, status: int) -> None:
         self._client = client
         self._conn: _Connection | None = conn
         self.status_code = status
         self.raw_headers: tuple[tuple[bytes, bytes], ...] = tuple(conn.raw)
-        self._headers: CIMultiDictProxy[str] | None = None
 
     @property
-    def headers(self) -> CIMultiDictProxy[str]:
-        """Case-insensitive, decoded as aiohttp decodes them (UTF-8, bad bytes escaped)."""
-        if self._headers is None:
-            self._headers = CIMultiDictProxy(
-                CIMultiDict(
-                    (n.decode("utf-8", "surrogateescape"), v.decode("utf-8", "surrogateescape"))
-                    for n, v in self.raw_headers
-                )
-            )
-        return self._headers
+    def headers(self) -> WireHeaders:
+        """Case-insensitive lookups, values decoded as aiohttp decodes them."""
+        return WireHeaders(self.raw_headers)
 
     async def read_chunk(self) -> bytes:
         """The body's bytes that arrived since the last read; b"" at its end."""
@@ -231,7 +263,7 @@ class WireResponse:
             yield chunk
 
     def items(self) -> list[tuple[str, str]]:
-        return list(self.headers.items())
+        return self.headers.items()
 
     async def aclose(self) -> None:
         """A body read to its end puts the connection back in the pool; else it is closed."""

@@ -75,7 +75,8 @@ async def test_the_same_request_bytes_and_answer_as_aiohttp() -> None:
     """Request heads of both clients carry the same headers; the answer is the same bytes."""
 
     async def answer(_r: asyncio.StreamReader, writer: asyncio.StreamWriter, _q: bytes) -> bool:
-        writer.write(_json(BODY, keep=False, extra=b"Set-Cookie: agent=one\r\n"))
+        cookies = b"Set-Cookie: agent=one\r\nset-cookie: b=\xc3\xa9\r\n"  # repeated, UTF-8
+        writer.write(_json(BODY, keep=False, extra=cookies))
         await writer.drain()
         return False
 
@@ -86,9 +87,9 @@ async def test_the_same_request_bytes_and_answer_as_aiohttp() -> None:
         for open_ in (client.open, client.request, client.request):
             response = await open_("POST", url, [("x-agent", "a"), ("accept", "x/y")], b"{}")
             bodies.append(await _whole(response))
-            heads.append(
-                (response.status_code, response.raw_headers, response.headers["content-ENCODING"])
-            )
+            found = response.headers
+            looked_up = (found["content-ENCODING"], found.get("X-None"), found.get("x-none", "-"))
+            heads.append((response.status_code, response.raw_headers, response.items(), looked_up))
             await response.aclose()
     await client.aclose()
     assert isinstance(response, WireResponse)
