@@ -271,6 +271,14 @@ class WireResponse:
         if conn is not None:
             self._client.release(conn)
 
+    def __del__(self) -> None:
+        # an answer dropped unclosed (its caller failed before `aclose`) gives its connection
+        # back, as aiohttp's ClientResponse does: closed, so the connection limit cannot leak
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            self._client.release(conn)
+
 
 class WireClient:
     """Pooled keep-alive connections per upstream address, at most `limit` busy at once."""

@@ -231,3 +231,19 @@ async def test_a_header_with_a_line_break_is_refused_as_aiohttp_refuses_it() -> 
                 await open_("POST", url, [("x-a", "1\r\nx-b: 2")], b"{}")
         await client.aclose()
     assert seen == []  # nothing was sent
+
+
+async def test_an_answer_dropped_unclosed_gives_its_connection_back() -> None:
+    """A caller that fails before closing the answer must not use up the connection limit."""
+
+    async def answer(_r: asyncio.StreamReader, writer: asyncio.StreamWriter, _q: bytes) -> bool:
+        writer.write(_json(BODY))
+        return True
+
+    client = make_proxy_client(max_connections=1)
+    async with upstream(answer, [], []) as url:
+        for _ in range(3):  # with the one connection held, the second request would wait
+            response = await asyncio.wait_for(client.request("POST", url, [], b"{}"), 5)
+            assert response.status_code == 200
+            del response
+        await client.aclose()
