@@ -159,7 +159,11 @@ def main() -> int:
          "--limit", str(args.tasks), "-o", str(suite)],
         check=True, cwd=work, capture_output=True,
     )  # fmt: skip
-    results = [one(args, work, suite, int(n)) for n in args.workers.split(",")]
+    results = []
+    for n in args.workers.split(","):
+        results.append(one(args, work, suite, int(n)))
+        # each configuration as it ends: a long series stopped part-way keeps what it measured
+        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     print(json.dumps({"tasks": args.tasks, "trials": args.trials, "results": results}, indent=1))
     return 0
 
