@@ -66,6 +66,22 @@ class ExperimentHandle:
 
 T = TypeVar("T")
 
+# A tracecard server closes a kept-alive connection after 5 s idle (uvicorn's
+# timeout_keep_alive), and httpx keeps one for 5 s too: a request sent on a connection of that
+# age races the server's close and meets "Connection reset by peer" (2 of 600 cells of a
+# 3-worker BFCL bench at load 30 lost their run that way). The client lets connections go well
+# before the server does, and sends an idempotent request once more when a kept connection
+# broke under it (the error kinds of a stale connection, not a refused one).
+KEEPALIVE_EXPIRY_S = 2.0
+LIMITS = httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S)
+RETRIED_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+STALE_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+
+
+def send_again(method: str, exc: httpx.TransportError, tries: int) -> bool:
+    """Whether a request that failed with `exc` on its `tries`-th send goes once more."""
+    return tries == 1 and method in RETRIED_METHODS and isinstance(exc, STALE_CONNECTION)
+
 
 def _body(response: httpx.Response) -> dict[str, Any]:
     return cast(dict[str, Any], response.json())

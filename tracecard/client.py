@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from tracecard._requests import (
+    LIMITS,
     PAGE_SIZE,
     ExperimentHandle,
     FinalStatus,
@@ -36,6 +37,7 @@ from tracecard._requests import (
     _Requests,
     _suite_file_call,
     _suite_text_call,
+    send_again,
 )
 
 __all__ = [
@@ -66,6 +68,7 @@ class TracecardClient(_Base):
             timeout=timeout,
             transport=transport,
             trust_env=False,
+            limits=LIMITS,
         )
 
     def __enter__(self) -> TracecardClient:
@@ -79,10 +82,15 @@ class TracecardClient(_Base):
         self._http.close()
 
     def _do(self, call: _Call[T]) -> T:
-        try:
-            response = self._http.request(call.method, call.path, **call.options)
-        except httpx.TransportError as exc:
-            raise self._unreachable(exc) from exc
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                response = self._http.request(call.method, call.path, **call.options)
+                break
+            except httpx.TransportError as exc:
+                if not send_again(call.method, exc, tries):
+                    raise self._unreachable(exc) from exc
         return call.parse(_checked(response, call.source))
 
     def health(self) -> dict[str, Any]:
@@ -186,6 +194,7 @@ class AsyncTracecardClient(_Base):
             timeout=timeout,
             transport=transport,
             trust_env=False,
+            limits=LIMITS,
         )
 
     async def __aenter__(self) -> AsyncTracecardClient:
@@ -199,10 +208,15 @@ class AsyncTracecardClient(_Base):
         await self._http.aclose()
 
     async def _do(self, call: _Call[T]) -> T:
-        try:
-            response = await self._http.request(call.method, call.path, **call.options)
-        except httpx.TransportError as exc:
-            raise self._unreachable(exc) from exc
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                response = await self._http.request(call.method, call.path, **call.options)
+                break
+            except httpx.TransportError as exc:
+                if not send_again(call.method, exc, tries):
+                    raise self._unreachable(exc) from exc
         return call.parse(_checked(response, call.source))
 
     async def health(self) -> dict[str, Any]:

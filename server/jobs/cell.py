@@ -26,7 +26,12 @@ from typing import Any, TypedDict
 
 from dbos import DBOS
 
-from tracecard.client import RunHandle, TracecardClient, TracecardError
+from tracecard.client import (
+    RunHandle,
+    TracecardClient,
+    TracecardConnectionError,
+    TracecardError,
+)
 from tracecard.server.orchestration.agents import AgentOutcome, AgentRunner, CommandAgent
 
 __all__ = [
@@ -101,7 +106,23 @@ def handle_of(view: dict[str, Any]) -> RunHandle:
     )
 
 
-@DBOS.step(name="tracecard.cell.prepare")
+def _unreachable(exc: BaseException) -> bool:
+    return isinstance(exc, TracecardConnectionError)
+
+
+# prepare and finish talk to the server that serves the agent: a connection that broke (a
+# reset under load, the server restarting) is tried again, 5 times over about 15 s, instead of
+# ending the cell's job in an error that leaves its run pending or running for ever (2 of 600
+# cells of a 3-worker bench at load 30). A finish that got through before its answer was lost
+# is read back (409), never redone.
+@DBOS.step(
+    name="tracecard.cell.prepare",
+    retries_allowed=True,
+    max_attempts=5,
+    interval_seconds=1.0,
+    backoff_rate=2.0,
+    should_retry=_unreachable,
+)
 async def prepare(cell: Cell) -> str:
     """The run of this cell's attempt (made with the experiment, or by a rerun)."""
     client = _context(cell).client
@@ -180,7 +201,14 @@ async def _job_cancelled(workflow_id: str) -> bool:
     return status is not None and status.status == "CANCELLED"
 
 
-@DBOS.step(name="tracecard.cell.finish")
+@DBOS.step(
+    name="tracecard.cell.finish",
+    retries_allowed=True,
+    max_attempts=5,
+    interval_seconds=1.0,
+    backoff_rate=2.0,
+    should_retry=_unreachable,
+)
 async def finish(cell: Cell, ran: dict[str, Any]) -> dict[str, Any]:
     """Finish the run (probes, scorers); a run already finished is read back, not redone."""
     client = _context(cell).client
@@ -194,6 +222,8 @@ async def finish(cell: Cell, ran: dict[str, Any]) -> dict[str, Any]:
             status=agent["status"],
             error=agent["error"],
         )
+    except TracecardConnectionError:
+        raise  # tried again (see _unreachable)
     except TracecardError as exc:
         if exc.status_code != 409:
             return {"finish_error": str(exc)}
