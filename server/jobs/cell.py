@@ -22,7 +22,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, ParamSpec, TypedDict, TypeVar
 
 from dbos import DBOS
 
@@ -57,6 +57,8 @@ class Cell(TypedDict):
     context: str  # the key of the process-local CellContext (see `contexts`)
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
 Listener = Callable[[str, RunHandle, dict[str, Any] | None], None]
 
 
@@ -115,14 +117,18 @@ def _unreachable(exc: BaseException) -> bool:
 # ending the cell's job in an error that leaves its run pending or running for ever (2 of 600
 # cells of a 3-worker bench at load 30). A finish that got through before its answer was lost
 # is read back (409), never redone.
-@DBOS.step(
-    name="tracecard.cell.prepare",
-    retries_allowed=True,
-    max_attempts=5,
-    interval_seconds=1.0,
-    backoff_rate=2.0,
-    should_retry=_unreachable,
-)
+def _server_step(name: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    return DBOS.step(
+        name=name,
+        retries_allowed=True,
+        max_attempts=5,
+        interval_seconds=1.0,
+        backoff_rate=2.0,
+        should_retry=_unreachable,
+    )
+
+
+@_server_step("tracecard.cell.prepare")
 async def prepare(cell: Cell) -> str:
     """The run of this cell's attempt (made with the experiment, or by a rerun)."""
     client = _context(cell).client
@@ -201,14 +207,7 @@ async def _job_cancelled(workflow_id: str) -> bool:
     return status is not None and status.status == "CANCELLED"
 
 
-@DBOS.step(
-    name="tracecard.cell.finish",
-    retries_allowed=True,
-    max_attempts=5,
-    interval_seconds=1.0,
-    backoff_rate=2.0,
-    should_retry=_unreachable,
-)
+@_server_step("tracecard.cell.finish")
 async def finish(cell: Cell, ran: dict[str, Any]) -> dict[str, Any]:
     """Finish the run (probes, scorers); a run already finished is read back, not redone."""
     client = _context(cell).client
