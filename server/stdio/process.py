@@ -1,4 +1,5 @@
-"""One stdio MCP server process: spawn, newline-framed JSON-RPC, id remapping, handshake, stop.
+"""One stdio MCP server process: spawn, newline-framed JSON-RPC, id remapping, handshake, stop
+(its reading side, stdout dispatch and stderr, is `StdioReading` in server/stdio/reading.py).
 
 tracecard owns the session with the process: it performs the `initialize` handshake once and
 forwards every client's requests under ids of its own, so many HTTP clients (of either protocol
@@ -10,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import logging
 import os
 import signal
 import time
@@ -19,32 +19,26 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-from opentelemetry.trace import Status, StatusCode
-
 from tracecard import __version__
 from tracecard.server.asgi import json_bytes
 from tracecard.server.recording.recorder import Exchange, PendingCall, Recorder, traceparent_header
 from tracecard.server.stdio.messages import (
-    DIRECTION_ATTRIBUTE,
     HANDSHAKE_VERSION,
     LINE_LIMIT,
-    STDERR_TAIL,
     Sink,
     UpstreamError,
     _ServerRequest,
     _Waiter,
 )
+from tracecard.server.stdio.reading import StdioReading
 from tracecard.traces import semconv
-
-log = logging.getLogger(__name__)
 
 # on the handshake span of a process a warm pool started before its run needed it
 WARM_ATTRIBUTE = "tracecard.upstream.warm"
 
 
 @dataclass
-class StdioProcess:
+class StdioProcess(StdioReading):
     """A running stdio server. Create with `start()`; every failure raises `UpstreamError`."""
 
     name: str
@@ -90,14 +84,6 @@ class StdioProcess:
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
-
-    def stderr_tail(self) -> str:
-        tail = b"".join(self._stderr)[-STDERR_TAIL:]
-        return tail.decode("utf-8", errors="replace").strip()
-
-    def _failure(self, what: str) -> str:
-        tail = self.stderr_tail()
-        return f"upstream {self.name!r} {what}" + (f"; stderr tail:\n{tail}" if tail else "")
 
     async def spawn(self) -> None:
         """Start the command without a word to it: a warm process waits like this, its stdout
@@ -272,152 +258,3 @@ class StdioProcess:
         self.recorder.finish(relayed.pending, response)
         await self._write(dict(response, id=relayed.server_id))
         return True
-
-    # --- receiving ------------------------------------------------------------------------------
-    async def _read_stdout(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        stdout = self._proc.stdout
-        try:
-            while True:
-                try:
-                    line = await stdout.readline()
-                except ValueError:  # a line over LINE_LIMIT: the framing is lost
-                    self._protocol_error(b"", f"a stdout line longer than {LINE_LIMIT} bytes")
-                    continue
-                if not line:
-                    break
-                if line.strip():
-                    await self._dispatch_line(line.rstrip(b"\r\n"))
-        except Exception:  # never let a bad message kill the reader silently
-            log.exception("stdio reader of upstream %s failed", self.name)
-        finally:
-            await self._on_eof()
-
-    async def _read_stderr(self) -> None:
-        assert self._proc is not None and self._proc.stderr is not None
-        while chunk := await self._proc.stderr.read(4096):
-            self._stderr.append(chunk)
-            log.debug("upstream %s stderr: %s", self.name, chunk[:500])
-
-    async def _on_eof(self) -> None:
-        proc = self._proc
-        assert proc is not None
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), 5.0)
-        if self._tasks[1:] and not self._tasks[1].done():
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._tasks[1]), 1.0)
-        self.exit_code = proc.returncode
-        self._exited.set()
-        self._fail_all(UpstreamError(self._failure(f"exited with code {self.exit_code}")))
-        if self.on_exit is not None and not self.stopping and self.initialize_result:
-            self.on_exit(self)
-
-    def _fail_all(self, error: UpstreamError) -> None:
-        for waiter in list(self._waiters.values()):
-            if not waiter.future.done():
-                waiter.future.set_exception(error)
-        for relayed in self._server_requests.values():
-            self.recorder.fail(relayed.pending, error.error_type, str(error))
-        self._server_requests.clear()
-
-    def _protocol_error(self, raw: bytes, reason: str) -> None:
-        """A non-JSON-RPC line: recorded; the oldest open request gets a protocol error."""
-        target = next(
-            (w for w in self._waiters.values() if not w.future.done() and not w.handshake), None
-        )
-        exchange = target.exchange if target is not None else self._exchange
-        if exchange is not None:
-            span = self.recorder.unparsable(raw, reason, exchange, "upstream output")
-            span.set_attribute(semconv.ERROR_TYPE, semconv.ERR_PROTOCOL)
-            span.set_attribute(DIRECTION_ATTRIBUTE, "server_to_client")
-            span.set_status(Status(StatusCode.ERROR, reason))
-            span.end()
-        if target is not None:
-            target.future.set_exception(
-                UpstreamError(
-                    f"upstream {self.name!r} broke the protocol: {reason}", semconv.ERR_PROTOCOL
-                )
-            )
-
-    async def _dispatch_line(self, raw: bytes) -> None:
-        try:
-            message = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            self._protocol_error(raw, f"stdout line is not JSON: {exc}")
-            return
-        for item in message if isinstance(message, list) else [message]:
-            if not isinstance(item, dict) or item.get("jsonrpc") != "2.0":
-                self._protocol_error(raw, "stdout line is not a JSON-RPC 2.0 message")
-                continue
-            await self._dispatch(item)
-
-    async def _dispatch(self, message: dict[str, Any]) -> None:
-        method = message.get("method")
-        if method is None:  # a response
-            waiter = self._waiters.get(message.get("id"))  # type: ignore[arg-type]
-            if waiter is not None and not waiter.future.done():
-                waiter.future.set_result(message)
-            else:
-                log.info("upstream %s answered unknown id %r", self.name, message.get("id"))
-            return
-        if "id" in message:
-            await self._server_request(message)
-            return
-        await self._server_notification(message)
-
-    def _waiter_for(self, message: Mapping[str, Any]) -> _Waiter | None:
-        params = message.get("params")
-        token = params.get("progressToken") if isinstance(params, dict) else None
-        related = (
-            params.get("_meta", {}).get("io.modelcontextprotocol/related-request")
-            if isinstance(params, dict) and isinstance(params.get("_meta"), dict)
-            else None
-        )
-        for waiter in self._waiters.values():
-            if token is not None and waiter.progress_token == token:
-                return waiter
-            if related is not None and waiter.client_id == related:
-                return waiter
-        return None
-
-    async def _server_notification(self, message: dict[str, Any]) -> None:
-        waiter = self._waiter_for(message)
-        if waiter is not None and waiter.pending is not None:
-            params = message.get("params")
-            text, _ = self.recorder.redactor.text(params)
-            waiter.pending.span.add_event(
-                str(message.get("method")),
-                {semconv.MCP_METHOD_NAME: str(message.get("method")), semconv.RPC_PARAMS: text},
-            )
-            if waiter.sink is not None and await waiter.sink(message):
-                return
-        elif self._exchange is not None:
-            pending = self.recorder.start(message, self._exchange)
-            pending.span.set_attribute(DIRECTION_ATTRIBUTE, "server_to_client")
-            self.recorder.finish(pending, None)
-        for listener in list(self.listeners):
-            await listener(message)
-
-    async def _server_request(self, message: dict[str, Any]) -> None:
-        """A server->client request: relayed to a waiting client, else refused by tracecard."""
-        exchange = self._exchange
-        assert exchange is not None
-        pending = self.recorder.start(message, exchange)
-        pending.span.set_attribute(DIRECTION_ATTRIBUTE, "server_to_client")
-        client_id = f"tracecard-{next(self._ids)}"
-        relayed = dict(message, id=client_id)
-        self._server_requests[client_id] = _ServerRequest(message["id"], pending)
-        targets = [w.sink for w in self._waiters.values() if w.sink is not None]
-        for sink in targets or list(self.listeners):  # during calls, only to their callers
-            if await sink(relayed):
-                return
-        self._server_requests.pop(client_id, None)
-        refusal = {
-            "jsonrpc": "2.0",
-            "id": message["id"],
-            "error": {"code": -32601, "message": "no waiting agent declared this capability"},
-        }
-        self.recorder.finish(pending, refusal)
-        with contextlib.suppress(UpstreamError):
-            await self._write(refusal)
