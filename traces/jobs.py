@@ -10,6 +10,7 @@ from typing import Any
 from sqlmodel import col, select
 
 from tracecard.traces import infra_failures, queries
+from tracecard.traces.db_clock import database_now
 from tracecard.traces.experiments import INFRA_REASONS, reattempts, superseded
 from tracecard.traces.models import JobAttemptRow, JobWorkerRow, RunRow
 from tracecard.traces.store import Store
@@ -49,8 +50,8 @@ def cell_state(run: RunRow) -> str:
 
 def workers(store: Store, now: datetime | None = None) -> list[dict[str, Any]]:
     """Workers by last heartbeat, newest first, with how long ago it was."""
-    now = now or datetime.now(UTC)
     with store.session() as session:
+        now = now or database_now(session)  # the clock the heartbeats are stamped with
         rows = list(
             session.scalars(select(JobWorkerRow).order_by(col(JobWorkerRow.heartbeat_at).desc()))
         )

@@ -20,20 +20,19 @@ from __future__ import annotations
 import asyncio
 import email.utils
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import anyio.to_thread
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 from sqlmodel import col
 
 from tracecard.server.runtime import Runtime
 from tracecard.server.settings import Settings
+from tracecard.traces.db_clock import as_instant, database_now, now_clause
 from tracecard.traces.models import JobBackoffRow
 from tracecard.traces.store import Store
 
-__all__ = ["ModelBackoff", "database_now", "install_backoff", "retry_after_s"]
+__all__ = ["ModelBackoff", "install_backoff", "retry_after_s"]
 
 FIRST_S = 1.0  # the delay after a 429 that says no Retry-After; it doubles each time in a row
 MAX_S = 60.0  # no backoff is longer, whatever an upstream asks
@@ -65,24 +64,6 @@ def retry_after_s(value: str | None, now: datetime) -> float | None:
 
 def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _now_clause(session: Session) -> Any:
-    """The database's current time (UTC) as a column expression."""
-    if session.get_bind().dialect.name == "sqlite":
-        return func.strftime("%Y-%m-%d %H:%M:%f", "now")  # UTC, to the millisecond
-    return func.clock_timestamp()  # the statement's time, not the transaction's
-
-
-def _as_instant(value: Any) -> datetime:
-    if isinstance(value, str):  # SQLite's strftime
-        return datetime.fromisoformat(value).replace(tzinfo=UTC)
-    return _aware(value)
-
-
-def database_now(session: Session) -> datetime:
-    """The database's clock, read in `session`."""
-    return _as_instant(session.execute(select(_now_clause(session))).scalar_one())
 
 
 class ModelBackoff:
@@ -118,14 +99,14 @@ class ModelBackoff:
         """Seconds left in upstream's backoff (0 when none), by the database's clock."""
         with self.store.session() as session:
             found = session.execute(
-                select(col(JobBackoffRow.until), _now_clause(session)).where(
+                select(col(JobBackoffRow.until), now_clause(session)).where(
                     col(JobBackoffRow.key) == f"model:{upstream}"
                 )
             ).first()
         if found is None:
             return 0.0
         until, now = found
-        return max(0.0, (_aware(until) - _as_instant(now)).total_seconds())
+        return max(0.0, (_aware(until) - as_instant(now)).total_seconds())
 
     def _record(self, upstream: str, retry_after: str | None, date: str | None = None) -> None:
         key, rows = f"model:{upstream}", JobBackoffRow

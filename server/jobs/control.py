@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlmodel import col, select
@@ -69,16 +68,12 @@ def _claim_silent(store: Store, lost_after_s: float, me: str) -> tuple[set[str],
     resumed once, by whoever claimed it first."""
     from sqlalchemy import update
 
-    cutoff = datetime.now(UTC) - timedelta(seconds=lost_after_s)
+    from tracecard.server.jobs.heartbeat import silent_workers
+
     rows = JobWorkerRow
     with store.writing() as session:
         session.execute(
-            update(rows)
-            .where(
-                col(rows.recovered_by).is_(None),
-                (col(rows.heartbeat_at) < cutoff) | col(rows.stopped_at).is_not(None),
-            )
-            .values(recovered_by=me)
+            update(rows).where(silent_workers(session, lost_after_s)).values(recovered_by=me)
         )
     with store.session() as session:
         known = set(session.scalars(select(rows.id)))

@@ -14,17 +14,30 @@ import os
 import socket
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import update
+from sqlalchemy.orm import Session
 from sqlmodel import col, select
 
+from tracecard.traces.db_clock import database_now
 from tracecard.traces.models import JobWorkerRow
 from tracecard.traces.store import Store
 
-__all__ = ["Heartbeat"]
+__all__ = ["Heartbeat", "silent_workers"]
 
 log = logging.getLogger(__name__)
+
+
+def silent_workers(session: Session, lost_after_s: float) -> Any:
+    """The condition of a worker nobody claimed yet that is stopped or silent past
+    `lost_after_s`, by the database's clock (heartbeats are stamped with it too: a worker whose
+    clock is off is neither taken for dead nor kept alive by it)."""
+    rows = JobWorkerRow
+    cutoff = database_now(session) - timedelta(seconds=lost_after_s)
+    silent = (col(rows.heartbeat_at) < cutoff) | col(rows.stopped_at).is_not(None)
+    return col(rows.recovered_by).is_(None) & silent
 
 
 class Heartbeat:
@@ -50,8 +63,8 @@ class Heartbeat:
         self.lost_after_s = lost_after_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="tracecard-heartbeat", daemon=True)
-        now = datetime.now(UTC)
         with store.writing() as session:
+            now = database_now(session)
             session.add(
                 JobWorkerRow(
                     id=executor,
@@ -74,23 +87,17 @@ class Heartbeat:
             session.execute(
                 update(JobWorkerRow)
                 .where(col(JobWorkerRow.id) == self.executor)
-                .values(heartbeat_at=datetime.now(UTC), running=self.running())
+                .values(heartbeat_at=database_now(session), running=self.running())
             )
 
     def recover_silent(self) -> list[str]:
         """Claim every worker silent past `lost_after_s` (or stopped) that nobody recovered yet,
         and recover its pending cells; returns the claimed workers' ids."""
-        cutoff = datetime.now(UTC) - timedelta(seconds=self.lost_after_s)
         rows = JobWorkerRow
         with self.store.session() as session:
+            unclaimed = silent_workers(session, self.lost_after_s)
             silent = list(
-                session.scalars(
-                    select(rows.id).where(
-                        col(rows.recovered_by).is_(None),
-                        col(rows.id) != self.executor,
-                        (col(rows.heartbeat_at) < cutoff) | col(rows.stopped_at).is_not(None),
-                    )
-                )
+                session.scalars(select(rows.id).where(unclaimed, col(rows.id) != self.executor))
             )
         claimed = []
         for worker in silent:
@@ -125,5 +132,5 @@ class Heartbeat:
             session.execute(
                 update(JobWorkerRow)
                 .where(col(JobWorkerRow.id) == self.executor)
-                .values(stopped_at=datetime.now(UTC), running=0)
+                .values(stopped_at=database_now(session), running=0)
             )

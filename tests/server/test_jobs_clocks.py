@@ -1,8 +1,10 @@
-"""A 429's backoff does not depend on the workers' clocks (#21.3): every instant of it is the
-database's (real SQLite and PostgreSQL), so a worker whose clock is an hour off neither ignores
-another worker's backoff nor stretches it, and another worker does not misread its own. The
-skewed worker is this process with `datetime.now` moved by the skew while it acts; the figures
-asserted are the backoff each side would hold for, never a measured time."""
+"""The workers' clocks play no part in what they decide together (#21.3): every instant they
+compare is the database's (real SQLite and PostgreSQL). A 429's backoff: a worker whose clock is
+an hour off neither ignores another worker's backoff nor stretches it, and another worker does
+not misread its own. Heartbeats: a worker whose clock is two minutes off is not taken for dead,
+and takes no live worker for dead. The skewed worker is this process with `datetime.now` moved
+by the skew while it acts; what is asserted is each side's decision (how long it would hold,
+whom it claims), never a measured time."""
 
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from tracecard.server.jobs import backoff
+from tracecard.server.jobs import backoff, heartbeat
 from tracecard.server.jobs.backoff import ModelBackoff
+from tracecard.server.jobs.heartbeat import Heartbeat
 from tracecard.server.settings import Settings
 from tracecard.traces.migrate import upgrade
 from tracecard.traces.store import Store
@@ -36,9 +39,11 @@ class _Skewed(datetime):
 
 @contextmanager
 def _skewed(monkeypatch: pytest.MonkeyPatch, seconds: float) -> Iterator[None]:
+    """This process acts as a worker whose clock is `seconds` off."""
     _Skewed.skew = timedelta(seconds=seconds)
     with monkeypatch.context() as patch:
-        patch.setattr(backoff, "datetime", _Skewed)
+        for module in (backoff, heartbeat):  # (a module that reads no clock is left as it is)
+            patch.setattr(module, "datetime", _Skewed, raising=False)
         yield
 
 
@@ -82,3 +87,23 @@ def test_a_skewed_worker_neither_ignores_nor_stretches_a_backoff(
         asyncio.run(skewed.observe("c", 429, later, date))
     for side, seconds in held("c").items():
         assert 0 < seconds <= RETRY_AFTER_S, f"{side} worker holds 'c' for {seconds:.0f} s"
+
+
+@pytest.mark.parametrize("skew_s", [120.0, -120.0])
+def test_a_skewed_worker_is_not_taken_for_dead_nor_takes_a_live_one_for_dead(
+    store: Store, monkeypatch: pytest.MonkeyPatch, skew_s: float
+) -> None:
+    def worker(executor: str) -> Heartbeat:
+        return Heartbeat(store, executor, tags=[], concurrency=1, running=lambda: 0,
+                         recover=len, lost_after_s=30.0)  # fmt: skip
+
+    with _skewed(monkeypatch, skew_s):
+        skewed = worker("worker-skewed")
+        skewed.beat()
+    honest = worker("worker-honest")
+    honest.beat()
+    assert honest.recover_silent() == [], "the skewed worker was taken for dead"
+    with _skewed(monkeypatch, skew_s):
+        assert skewed.recover_silent() == [], "the skewed worker took a live one for dead"
+        skewed.stop()  # a stopped worker is claimed at once, by one live worker
+    assert honest.recover_silent() == ["worker-skewed"]
