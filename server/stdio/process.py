@@ -35,6 +35,8 @@ from tracecard.traces import semconv
 
 # on the handshake span of a process a warm pool started before its run needed it
 WARM_ATTRIBUTE = "tracecard.upstream.warm"
+# how long a failed write waits for the process's exit, to name it as the cause
+EXIT_SEEN_S = 1.0
 
 
 @dataclass
@@ -186,6 +188,13 @@ class StdioProcess(StdioReading):
                 proc.stdin.write(line)
                 await proc.stdin.drain()
         except (ConnectionError, RuntimeError) as exc:
+            # a process that exits at once (an import error, sys.exit) breaks the pipe before its
+            # exit is read: say the exit, which is why, when it comes within a moment
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), EXIT_SEEN_S)
+            if proc.returncode is not None:
+                what = f"exited with code {proc.returncode} (its stdin closed: {exc})"
+                raise UpstreamError(self._failure(what)) from exc
             raise UpstreamError(self._failure(f"closed its stdin ({exc})")) from exc
 
     async def call(
