@@ -35,6 +35,11 @@ WIRE_METHODS = frozenset({"POST", "GET", "DELETE"})
 _NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})  # no Content-Length: 0
 _HIGH_WATER = 1 << 17  # buffered body bytes before the socket is paused (aiohttp: 2 x 64 KiB)
 _IDLE_MAX = 64  # idle connections kept per upstream address
+# An idle connection is reused only this long after its last answer. An upstream closes idle
+# connections at its keep-alive timeout (uvicorn 5 s, Node's http 5 s); a request written as that
+# close crosses it is lost with "disconnected" and, being a POST, cannot be sent again. 2 s keeps
+# clear of the common timeouts, as the API client does (`tracecard/_requests.py`).
+_IDLE_EXPIRY = 2.0
 
 
 class UpstreamConnectTimeout(aiohttp.ClientConnectionError):
@@ -73,6 +78,7 @@ class _Connection(asyncio.Protocol):
         self.error: BaseException | None = None
         self.closed = False
         self.paused = False
+        self.idle_since = 0.0  # the loop's clock when it went back to the pool
 
     # -- asyncio
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -327,11 +333,18 @@ class WireClient:
         idle = self._idle.get(key)
         if idle is None:
             idle = self._idle[key] = []
-        while idle:
-            conn = idle.pop()
-            if not conn.closed:
-                return conn
         loop = asyncio.get_running_loop()
+        if idle:
+            fresh_after = loop.time() - _IDLE_EXPIRY
+            while idle:
+                conn = idle.pop()  # the newest first: when it is stale, so are all the others
+                if conn.closed:
+                    continue
+                if conn.idle_since >= fresh_after:
+                    return conn
+                conn.close()
+                for stale in list(idle):
+                    stale.close()
         try:
             async with asyncio.timeout(self._connect_timeout):
                 _transport, conn = await loop.create_connection(
@@ -362,6 +375,7 @@ class WireClient:
                 conn.paused = False
                 conn.transport.resume_reading()
             if len(conn.pool) < _IDLE_MAX:
+                conn.idle_since = asyncio.get_running_loop().time()
                 conn.pool.append(conn)
                 return
         conn.close()

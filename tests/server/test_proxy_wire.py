@@ -247,3 +247,28 @@ async def test_an_answer_dropped_unclosed_gives_its_connection_back() -> None:
             assert response.status_code == 200
             del response
         await client.aclose()
+
+
+async def test_a_connection_idle_past_its_expiry_is_not_reused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An upstream closes idle connections at its keep-alive timeout; a POST written as that
+    close crosses it would be lost. A connection idle past the expiry is closed, not reused."""
+    from tracecard.server.proxy import wire
+
+    async def answer(_r: asyncio.StreamReader, writer: asyncio.StreamWriter, _q: bytes) -> bool:
+        writer.write(_json(BODY))
+        await writer.drain()
+        return True
+
+    monkeypatch.setattr(wire, "_IDLE_EXPIRY", 0.2)
+    connections: list[int] = []
+    client = make_proxy_client()
+    async with upstream(answer, [], connections) as url:
+        for pause in (0.0, 0.05, 0.4, 0.0):  # reused, reused, expired, reused
+            await asyncio.sleep(pause)
+            response = await client.request("POST", url, [], b"{}")
+            assert await _whole(response) == BODY
+            await response.aclose()
+        await client.aclose()
+    assert len(connections) == 2
