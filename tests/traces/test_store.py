@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
@@ -90,3 +92,15 @@ def test_the_in_memory_double_is_one_database_for_every_thread(memory_store: Sto
     writer.join(10)
     assert [s["span_id"] for s in memory_store.spans_for_run("r1")] == ["1" * 16]
     assert Store("sqlite://").url == "sqlite://"  # a second double is a second database
+
+
+def test_sqlite_checkpoints_the_wal_every_10000_pages(tmp_path: Path) -> None:
+    # a 1,000-span commit dirties hundreds of span-id index pages: a checkpoint at SQLite's
+    # default 1,000 pages wrote them back at almost every commit (docs/PERFORMANCE.md)
+    store = Store(f"sqlite:///{tmp_path / 'tracecard.db'}")
+    try:
+        with store.engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert connection.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 10000
+    finally:
+        store.dispose()
