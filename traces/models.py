@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlmodel import Field, SQLModel
 
@@ -40,6 +41,12 @@ def nanos_to_db(value: int) -> int:
     if not 0 <= value < U64:
         raise ValueError(f"{value} is not an unsigned 64-bit time in nanoseconds")
     return value - U64 if value > _I64_MAX else value
+
+
+def _non_null(column: str) -> dict[str, Any]:
+    """A partial index's condition on both databases: only rows where `column` is set."""
+    where = text(f"{column} IS NOT NULL")
+    return {"sqlite_where": where, "postgresql_where": where}
 
 
 def nanos_from_db(value: int) -> int:
@@ -120,8 +127,9 @@ class SpanRow(SQLModel, table=True):
     __table_args__ = (
         Index("ix_spans_run_start", "run_id", "start_ns"),
         Index("ix_spans_trace", "trace_id"),
-        Index("ix_spans_tool", "tool_name", "run_id"),
-        Index("ix_spans_error", "error_type", "run_id"),
+        # partial: most spans name no tool and no error, and no query looks those up
+        Index("ix_spans_tool", "tool_name", "run_id", **_non_null("tool_name")),
+        Index("ix_spans_error", "error_type", "run_id", **_non_null("error_type")),
     )
 
     span_id: str = Field(primary_key=True, max_length=16)
