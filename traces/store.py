@@ -87,60 +87,69 @@ _SPAN_COLUMNS = (
 )
 
 
-def _span_columns(span: SpanDict) -> tuple[Any, ...]:
-    """Column values in `_SPAN_COLUMNS` order."""
-    attributes: dict[str, Any] = span.get("attributes") or {}
-    status = span.get("status") or {}
-    end = span.get("end_time_unix_nano")
-    tool = attributes.get(semconv.GEN_AI_TOOL_NAME)
-    error_type = attributes.get(semconv.ERROR_TYPE)
-    role = attributes.get(semconv.ROLE)
-    return (
-        span["span_id"],
-        span["trace_id"],
-        span.get("parent_span_id") or None,
-        span.get("run_id") or attributes.get(semconv.RUN_ID),
-        span.get("name") or "",
-        int(span.get("kind") or 0),
-        nanos_to_db(int(span.get("start_time_unix_nano") or 0)),
-        nanos_to_db(int(end)) if end is not None else None,
-        int(status.get("code") or 0),
-        status.get("message"),
-        str(tool) if tool is not None else None,
-        str(error_type) if error_type is not None else None,
-        str(role) if role is not None else None,
-        attributes,
-        span.get("events") or [],
-        span.get("resource") or {},
-        span.get("scope"),
-        span.get("links") or [],
-    )
+_TOOL_NAME, _ERROR_TYPE, _ROLE, _RUN_ID = (
+    semconv.GEN_AI_TOOL_NAME,
+    semconv.ERROR_TYPE,
+    semconv.ROLE,
+    semconv.RUN_ID,
+)
 
 
 def _span_rows(spans: Iterable[SpanDict], clean: bool) -> list[tuple[Any, ...]]:
     """Driver parameters for spans, the JSON columns encoded by orjson (the hot path). Spans of
     one OTLP request share one resource object: it is encoded once, not once per span. Times
-    are in their stored (signed) form: the driver path skips the column types."""
+    are in their stored (signed) form: the driver path skips the column types. Each row is built
+    straight from its span, in `_SPAN_COLUMNS` order (no intermediate tuple: ~0.5 us a span)."""
     resources: dict[int, tuple[Any, str]] = {}
-    rows = []
+    rows: list[tuple[Any, ...]] = []
+    append = rows.append
     for span in spans:
-        values = _span_columns(span)
-        resource = values[15]
+        attributes: dict[str, Any] = span.get("attributes") or {}
+        status = span.get("status") or {}
+        end = span.get("end_time_unix_nano")
+        tool = attributes.get(_TOOL_NAME)
+        error_type = attributes.get(_ERROR_TYPE)
+        role = attributes.get(_ROLE)
+        resource = span.get("resource") or {}
         cached = resources.get(id(resource))
         if cached is None or cached[0] is not resource:
             cached = resources[id(resource)] = (resource, json_text(resource, clean))
-        events = json_text(values[14], clean) if values[14] else "[]"
-        links = json_text(values[17], clean) if values[17] else "[]"
-        attributes = json_text(values[13], clean)
-        rows.append((*values[:13], attributes, events, cached[1], values[16], links))
+        events = span.get("events") or []
+        links = span.get("links") or []
+        append(
+            (
+                span["span_id"],
+                span["trace_id"],
+                span.get("parent_span_id") or None,
+                span.get("run_id") or attributes.get(_RUN_ID),
+                span.get("name") or "",
+                int(span.get("kind") or 0),
+                nanos_to_db(int(span.get("start_time_unix_nano") or 0)),
+                nanos_to_db(int(end)) if end is not None else None,
+                int(status.get("code") or 0),
+                status.get("message"),
+                str(tool) if tool is not None else None,
+                str(error_type) if error_type is not None else None,
+                str(role) if role is not None else None,
+                json_text(attributes, clean),
+                json_text(events, clean) if events else "[]",
+                cached[1],
+                span.get("scope"),
+                json_text(links, clean) if links else "[]",
+            )
+        )
     return rows
 
 
 def span_values(span: SpanDict) -> dict[str, Any]:
     """Column values for a span dict in the API shape (the inverse of `span_row_to_dict`)."""
-    values = dict(zip(_SPAN_COLUMNS, _span_columns(span), strict=True))
-    values["start_ns"] = span.get("start_time_unix_nano") or 0  # the column type converts
+    values = dict(zip(_SPAN_COLUMNS, _span_rows([span], clean=False)[0], strict=True))
+    values["start_ns"] = span.get("start_time_unix_nano") or 0  # the column types convert
     values["end_ns"] = span.get("end_time_unix_nano")
+    values["attributes"] = span.get("attributes") or {}
+    values["events"] = span.get("events") or []
+    values["resource"] = span.get("resource") or {}
+    values["links"] = span.get("links") or []
     return values
 
 

@@ -104,3 +104,107 @@ def test_sqlite_checkpoints_the_wal_every_10000_pages(tmp_path: Path) -> None:
             assert connection.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 10000
     finally:
         store.dispose()
+
+
+def test_insert_rows_hold_each_column_of_the_span() -> None:
+    # the insert path builds its rows directly (the hot path), in `_SPAN_COLUMNS` order
+    from tracecard.traces.store import _SPAN_COLUMNS, _span_rows, span_values
+
+    resource = {"service.name": "agent"}
+    tool = _span("3" * 16, 300, parent="", **{"gen_ai.tool.name": 7, "tracecard.role": "agent"})
+    tool.update(resource=resource, scope="s", events=[])
+    failed = _span("4" * 16, 400, **{"error.type": "timeout"})
+    failed.update(end_time_unix_nano=None, status={"code": 2, "message": "boom"}, kind=None)
+    failed.update(links=[{"trace_id": "cd" * 16, "span_id": "5" * 16}], resource=resource)
+    bare = {"span_id": "6" * 16, "trace_id": "ef" * 16, "run_id": "r9", "attributes": {}}
+    late = _span("7" * 16, (1 << 64) - 20)  # past 2^63: stored as a negative BIGINT
+    attributes = '{"tracecard.run.id":"r1","gen_ai.tool.name":7,"tracecard.role":"agent"}'
+    event = '[{"name":"e","time_unix_nano":401,"attributes":{"k":1}}]'
+    link = '[{"trace_id":"' + "cd" * 16 + '","span_id":"' + "5" * 16 + '"}]'
+    agent = '{"service.name":"agent"}'
+    assert _span_rows([tool, failed, bare, late], clean=False) == [
+        (
+            "3" * 16,
+            "ab" * 16,
+            None,
+            "r1",
+            "tools/call echo",
+            3,
+            300,
+            310,
+            0,
+            None,
+            "7",
+            None,
+            "agent",
+            attributes,
+            "[]",
+            agent,
+            "s",
+            "[]",
+        ),
+        (
+            "4" * 16,
+            "ab" * 16,
+            None,
+            "r1",
+            "tools/call echo",
+            0,
+            400,
+            None,
+            2,
+            "boom",
+            None,
+            "timeout",
+            None,
+            '{"tracecard.run.id":"r1","error.type":"timeout"}',
+            event,
+            agent,
+            None,
+            link,
+        ),
+        (
+            "6" * 16,
+            "ef" * 16,
+            None,
+            "r9",
+            "",
+            0,
+            0,
+            None,
+            0,
+            None,
+            None,
+            None,
+            None,
+            "{}",
+            "[]",
+            "{}",
+            None,
+            "[]",
+        ),
+        (
+            "7" * 16,
+            "ab" * 16,
+            None,
+            "r1",
+            "tools/call echo",
+            3,
+            -20,
+            -10,
+            0,
+            None,
+            None,
+            None,
+            None,
+            '{"tracecard.run.id":"r1"}',
+            event.replace("401", str((1 << 64) - 19)),
+            "{}",
+            None,
+            "[]",
+        ),
+    ]
+    values = span_values(failed)
+    assert list(values) == list(_SPAN_COLUMNS)
+    assert values["attributes"] == failed["attributes"] and values["links"] == failed["links"]
+    assert (values["start_ns"], values["end_ns"], values["tool_name"]) == (400, None, None)
