@@ -1,12 +1,13 @@
-"""uvicorn's httptools protocol, with a whole answer's head and body in one socket write.
+"""uvicorn's httptools protocol, with what one answer writes in one loop turn sent in one write.
 
-uvicorn writes an answer's head as soon as the app sends `http.response.start` and its body with
-the next message, and uvloop writes each at once: two writes (two syscalls, two segments) for
-every answer. On the proxy's hot path that is a write per recorded call that a bare aiohttp hop
-does not make (#24 item 2). Here the head of an answer of known length is held until its first
-body bytes, and both go out in one `writelines` (uvloop: one writev). A streamed answer (no
-Content-Length: SSE, chunked), a HEAD request or a declared empty body keep uvicorn's order and
-timing: the head goes at once. Nothing else of uvicorn changes.
+uvicorn writes an answer's head as soon as the app sends `http.response.start` and each body part
+with its own message, and uvloop writes each at once: a whole answer was two writes (two syscalls,
+two segments), and a proxied SSE answer three (the head, the event, the end of the stream) where a
+bare aiohttp hop makes one or two (#24 item 2). Here the writes of one answer are gathered while
+the loop turn that made them runs, and go out in one `writelines` (uvloop: one writev) when it
+ends, or at once with the answer's last bytes. Nothing waits past the current loop turn: a head
+whose body is not there yet still leaves before the loop waits on anything, so a streamed
+answer's head reaches the agent when it did before. Nothing else of uvicorn changes.
 """
 
 from __future__ import annotations
@@ -18,42 +19,58 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 __all__ = ["OneWriteHttpTools"]
 
+_CHUNKED_END = b"0\r\n\r\n"
+
 
 class _OneWrite:
-    """The connection's transport as one request's cycle sees it: it holds that cycle's head
-    until its first body write (or a close, which sends it as uvicorn would have)."""
+    """The connection's transport as one request's cycle sees it: its writes are gathered until
+    the end of the loop turn, or until the answer's last bytes (or a close), then sent as one."""
 
-    __slots__ = ("_cycle", "_head_seen", "_held", "_transport")
+    __slots__ = ("_cycle", "_head_seen", "_held", "_loop", "_transport")
 
-    def __init__(self, transport: Any, cycle: Any) -> None:
+    def __init__(self, transport: Any, cycle: Any, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._cycle = cycle
-        self._held: bytes | None = None
+        self._loop = loop
+        self._held: list[bytes] | None = None
         self._head_seen = False
 
     def write(self, data: bytes) -> None:
-        held = self._held
-        if held is not None:  # the first body bytes: head and body in one write
-            self._held = None
-            self._transport.writelines((held, data))
-            return
-        cycle = self._cycle
-        if not self._head_seen and cycle.response_started:  # this is the head (uvicorn set
-            self._head_seen = True  # the response's state just before writing it)
-            if (
-                cycle.chunked_encoding is False
-                and cycle.expected_content_length > 0
-                and cycle.scope["method"] != "HEAD"
-            ):
-                self._held = data
+        if self._last(data):  # the answer is complete: everything goes now
+            held = self._held
+            if held is None:
+                self._transport.write(data)
                 return
-        self._transport.write(data)
+            self._held = None
+            held.append(data)
+            self._transport.writelines(held)
+            return
+        held = self._held
+        if held is None:
+            self._held = [data]
+            self._loop.call_soon(self._flush)
+        else:
+            held.append(data)
+
+    def _last(self, data: bytes) -> bool:
+        """Whether `data` ends the answer (uvicorn sets the cycle's state before it writes)."""
+        cycle = self._cycle
+        if not self._head_seen:
+            self._head_seen = True  # the first write is the head (or a 400/500 of uvicorn's)
+            return False
+        if cycle.chunked_encoding:
+            return data == _CHUNKED_END or data.endswith(b"\r\n" + _CHUNKED_END)
+        return bool(cycle.expected_content_length == 0)
+
+    def _flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            if not self._transport.is_closing():
+                self._transport.writelines(held)
 
     def close(self) -> None:
-        held = self._held
-        if held is not None:  # the app failed before its body: the head goes, as before
-            self._held = None
-            self._transport.write(held)
+        self._flush()  # what was written goes before the close, as it would have
         self._transport.close()
 
     def __getattr__(self, name: str) -> Any:
@@ -68,4 +85,4 @@ class OneWriteHttpTools(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and not isinstance(cycle.transport, _OneWrite):
             # (it stands in for the transport: what the cycle calls, it has or passes on)
-            cycle.transport = cast("asyncio.Transport", _OneWrite(self.transport, cycle))
+            cycle.transport = cast("asyncio.Transport", _OneWrite(self.transport, cycle, self.loop))

@@ -1,6 +1,7 @@
-"""A whole answer's head and body leave in one socket write (#24 item 2); a streamed answer's
-head still leaves at once. Driven through uvicorn's own request cycle, on a transport that
-records what reaches the socket."""
+"""What one answer writes in one loop turn leaves in one socket write (#24 item 2): a whole
+answer's head and body, a proxied SSE answer's head, event and end; nothing waits past the loop
+turn, so a streamed answer's head still leaves before the loop waits. Driven through uvicorn's own
+request cycle, on a transport that records what reaches the socket."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def _cycle(socket: Socket, method: str = "POST") -> RequestResponseCycle:
         keep_alive=True,
         on_response=lambda: None,
     )
-    cycle.transport = _OneWrite(socket, cycle)  # type: ignore[assignment]
+    loop = asyncio.get_running_loop()
+    cycle.transport = _OneWrite(socket, cycle, loop)  # type: ignore[assignment]
     return cycle
 
 
@@ -81,6 +83,7 @@ async def test_a_body_in_parts_sends_the_head_with_the_first() -> None:
     cycle = _cycle(socket)
     await cycle.send(_start(b"6"))
     await cycle.send({"type": "http.response.body", "body": b"abc", "more_body": True})
+    await asyncio.sleep(0)  # the rest comes in a later loop turn
     await cycle.send({"type": "http.response.body", "body": b"def"})
     assert len(socket.writes) == 2 and socket.writes[0].endswith(b"\r\n\r\nabc")
     assert socket.writes[1] == b"def"
@@ -89,19 +92,50 @@ async def test_a_body_in_parts_sends_the_head_with_the_first() -> None:
 @pytest.mark.parametrize(
     ("method", "length"), [("POST", None), ("HEAD", b"11"), ("POST", b"0")], ids=str
 )
-async def test_a_stream_a_head_request_or_an_empty_body_sends_the_head_at_once(
+async def test_a_head_with_nothing_after_it_leaves_when_the_loop_turn_ends(
     method: str, length: bytes | None
 ) -> None:
+    """A stream, a HEAD request or an empty body: the head is not held for a body."""
     socket = Socket()
     cycle = _cycle(socket, method)
     await cycle.send(_start(length))
+    if length == b"0":  # its (empty) body ends the answer: it goes at once
+        await cycle.send({"type": "http.response.body", "body": b""})
+        assert len(socket.writes) == 1
+    await asyncio.sleep(0)  # the loop turns once: nothing is held past it
     assert len(socket.writes) == 1 and socket.writes[0].startswith(b"HTTP/1.1 200 OK\r\n")
 
 
-def test_a_close_before_the_body_still_sends_the_head() -> None:
+async def test_a_stream_written_in_one_loop_turn_is_one_write() -> None:
+    """An SSE answer whose event and end came with its head: head, event and end in one."""
     socket = Socket()
     cycle = _cycle(socket)
-    asyncio.run(cycle.send(_start(b"11")))
+    await cycle.send(_start(None))
+    await cycle.send({"type": "http.response.body", "body": b"data: 1\n\n", "more_body": True})
+    await cycle.send({"type": "http.response.body", "body": b""})
+    assert len(socket.writes) == 1
+    assert socket.writes[0].endswith(b"\r\n\r\n9\r\ndata: 1\n\n\r\n0\r\n\r\n")
+
+
+async def test_a_stream_over_several_loop_turns_sends_each_turns_bytes() -> None:
+    """Events that arrive later go when they arrive: nothing waits for the stream's end."""
+    socket = Socket()
+    cycle = _cycle(socket)
+    await cycle.send(_start(None))
+    await cycle.send({"type": "http.response.body", "body": b"data: 1\n\n", "more_body": True})
+    await asyncio.sleep(0)
+    assert len(socket.writes) == 1 and socket.writes[0].endswith(b"data: 1\n\n\r\n")
+    await cycle.send({"type": "http.response.body", "body": b"data: 2\n\n", "more_body": True})
+    await asyncio.sleep(0)
+    assert socket.writes[1:] == [b"9\r\ndata: 2\n\n\r\n"]
+    await cycle.send({"type": "http.response.body", "body": b""})
+    assert socket.writes[2:] == [b"0\r\n\r\n"]  # the end goes at once
+
+
+async def test_a_close_before_the_body_still_sends_the_head() -> None:
+    socket = Socket()
+    cycle = _cycle(socket)
+    await cycle.send(_start(b"11"))
     cycle.transport.close()
     assert socket.closed and len(socket.writes) == 1
     assert socket.writes[0].startswith(b"HTTP/1.1 200 OK\r\n")
