@@ -85,6 +85,8 @@ class ToolCallLinks:
         """(the requested call it executed or None, the call id, how the id was found).
 
         A forwarded id is kept whether or not a requested call has it."""
+        if run_id not in self._runs:  # no model answer of this run asked for a call: no lock
+            return None, forwarded, None if forwarded is None else FORWARDED
         with self._lock:
             pending = self._runs.get(run_id)
             if forwarded is not None:
