@@ -153,11 +153,20 @@ def cpu_seconds(pid: int | None) -> float:
 
 
 async def throughput(
-    http: aiohttp.ClientSession, url: str, modern: bool, clients: int, seconds: float
-) -> tuple[float, int]:
-    """Calls per second from `clients` concurrent callers over `seconds`, and the calls made."""
+    http: aiohttp.ClientSession,
+    url: str,
+    modern: bool,
+    clients: int,
+    seconds: float,
+    pid: int | None = None,
+) -> tuple[float, int, float, float]:
+    """Calls per second from `clients` concurrent callers over `seconds`, the calls made, and
+    the CPU seconds of process `pid` during the calls and during the sessions' opening and
+    closing (sessions + SSE: `initialize`, `notifications/initialized`, `DELETE` per caller)."""
     callers = [Caller(http, url, modern) for _ in range(clients)]
+    setup = cpu_seconds(pid)
     await asyncio.gather(*(c.open() for c in callers))
+    await asyncio.sleep(0.3)  # what the opens left to the exporter lands before the clock
     done = 0
     deadline = time.perf_counter() + seconds
 
@@ -167,11 +176,17 @@ async def throughput(
             await caller.call()
             done += 1
 
+    before = cpu_seconds(pid)
     start = time.perf_counter()
     await asyncio.gather(*(loop(c) for c in callers))
     rate = done / (time.perf_counter() - start)
+    await asyncio.sleep(0.3)  # the exporter's last batch of these calls (flush interval 0.2 s)
+    calls_cpu = cpu_seconds(pid) - before
+    closing = cpu_seconds(pid)
     await asyncio.gather(*(c.close() for c in callers))
-    return rate, done
+    await asyncio.sleep(0.3)
+    setup_cpu = before - setup + cpu_seconds(pid) - closing
+    return rate, done, calls_cpu, setup_cpu
 
 
 async def measure(
@@ -188,12 +203,16 @@ async def measure(
             await caller.close()
         rates: dict[str, list[float]] = {name: [] for name in urls}
         cpu: dict[str, list[float]] = {name: [] for name in urls}
+        setups: dict[str, list[float]] = {name: [] for name in urls}
         for _ in range(args.rounds):
             for name, url in urls.items():
-                before = cpu_seconds(pids.get(name))
-                rate, done = await throughput(http, url, modern, args.clients, args.seconds)
+                pid = pids.get(name)
+                rate, done, calls_cpu, setup_cpu = await throughput(
+                    http, url, modern, args.clients, args.seconds, pid
+                )
                 rates[name].append(rate)
-                cpu[name].append((cpu_seconds(pids.get(name)) - before) / done * 1000)
+                cpu[name].append(calls_cpu / done * 1000)
+                setups[name].append(setup_cpu / args.clients * 1000)
     concurrent: dict[str, Any] = {
         "clients": args.clients,
         "seconds_per_round": args.seconds,
@@ -205,6 +224,9 @@ async def measure(
         if name != "direct":
             concurrent[f"{name}_ratio"] = round(statistics.mean(rates[name]) / direct_rate, 3)
             concurrent[f"{name}_cpu_ms_per_call"] = round(statistics.mean(cpu[name]), 3)
+            if not modern:  # a session's initialize, initialized and DELETE, outside the calls
+                per_session = round(statistics.mean(setups[name]), 3)
+                concurrent[f"{name}_cpu_ms_per_session_open_close"] = per_session
     if "hop" in urls:  # the issue's figure: CPU per recorded call vs the bare hop's
         hop_cpu = statistics.mean(cpu["hop"])
         hop_rate = statistics.mean(rates["hop"])
