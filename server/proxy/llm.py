@@ -189,7 +189,7 @@ async def _relay_stream(
         complete = False
     except asyncio.CancelledError:
         task = asyncio.current_task()
-        if not watcher.done() or watcher.cancelled() or task is None:
+        if watcher.fired() is None or task is None:
             raise
         task.uncancel()  # the agent went away: stop reading (the model stops generating)
         # what the upstream sent so far is read all the same: an error event the agent hung up

@@ -56,23 +56,67 @@ class Decoder:
             return b""
 
 
-def watch_disconnect(receive: Receive) -> asyncio.Task[str]:
-    """A task that cancels the current one when the agent disconnects (ends long streams)."""
-    return watch_stream(receive, None, None)
+# A stream is watched (for the agent hanging up, or the server draining) once it has lasted this
+# long: most streams (an SSE answer to one POST) end within a loop turn or two, and a watcher
+# for them cost three tasks a POST. A hang-up or a drain is seen at most this much later.
+WATCH_AFTER_S = 0.05
+
+
+def watch_disconnect(receive: Receive) -> StreamWatch:
+    """Cancels the current task when the agent disconnects (ends long streams)."""
+    return StreamWatch(receive, None, None)
 
 
 DISCONNECTED = "client_disconnected"
 DRAINING = "draining"
 
 
-def watch_stream(
-    receive: Receive, calls: Calls | None, draining: asyncio.Event | None
-) -> asyncio.Task[str]:
-    """A task that cancels the current one when the agent disconnects, or when the server
-    drains and the stream owes no answer (an endless GET stream); it returns which."""
-    streaming = asyncio.current_task()
-    assert streaming is not None
+class StreamWatch:
+    """Cancels the current task when the agent disconnects, or when the server drains and the
+    stream owes no answer (an endless GET stream); `fired` says which, once it has.
 
+    The watching tasks start only if the stream lasts `WATCH_AFTER_S`: a timer until then."""
+
+    __slots__ = ("_handle", "_streaming", "_task")
+
+    def __init__(
+        self, receive: Receive, calls: Calls | None, draining: asyncio.Event | None
+    ) -> None:
+        streaming = asyncio.current_task()
+        assert streaming is not None
+        self._streaming = streaming
+        self._task: asyncio.Task[str] | None = None
+        loop = asyncio.get_running_loop()
+        self._handle: asyncio.TimerHandle | None = loop.call_later(
+            WATCH_AFTER_S, self._start, receive, calls, draining
+        )
+
+    def _start(self, receive: Receive, calls: Calls | None, draining: asyncio.Event | None) -> None:
+        self._handle = None
+        if not self._streaming.done():
+            self._task = _watch(self._streaming, receive, calls, draining)
+
+    def fired(self) -> str | None:
+        """Why it cancelled the stream's task, or None if it did not."""
+        task = self._task
+        if task is None or not task.done() or task.cancelled():
+            return None
+        return task.result()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self._task is not None:
+            self._task.cancel()
+
+
+def _watch(
+    streaming: asyncio.Task[Any],
+    receive: Receive,
+    calls: Calls | None,
+    draining: asyncio.Event | None,
+) -> asyncio.Task[str]:
     async def disconnected() -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
@@ -220,7 +264,7 @@ async def relay_sse(
     """Stream the events on as they arrive, recording each one after it went out."""
     parser = SseParser(state.runtime.settings.max_sse_event_bytes)
     decoder = Decoder(response.headers.get("Content-Encoding", ""))
-    watcher = watch_stream(receive, calls, state.runtime.draining)
+    watcher = StreamWatch(receive, calls, state.runtime.draining)
     error: str | None = None
     event_id: str | None = None  # the last event id seen: the client may resume after it
     tail = b""  # the last byte the agent got
@@ -248,12 +292,13 @@ async def relay_sse(
         error = semconv.ERR_PROTOCOL
     except asyncio.CancelledError:
         task = asyncio.current_task()
-        if not watcher.done() or watcher.cancelled() or task is None:
+        reason = watcher.fired()
+        if reason is None or task is None:
             await response.aclose()
             raise
         task.uncancel()  # the agent went away, or the server drains: stop reading
         await response.aclose()
-        if watcher.result() == DISCONNECTED:
+        if reason == DISCONNECTED:
             fail_open(state, calls, DISCONNECTED, "the agent disconnected")
             return
         await send({"type": "http.response.body", "body": b""})

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp.client.client import Client
 
 from tests.support.processes import mcp_tool_server
-from tests.support.proxy import named, new_run, run_spans, tracecard_for
+from tests.support.proxy import MCP_HEADERS, named, new_run, rpc, run_spans, tracecard_for
 from tests.support.tracecard import RunningServer, await_flush, runtime_of
 
 MODES = ["auto", "legacy"]
@@ -215,3 +217,37 @@ async def test_proxy_records_on_postgresql(tool_url: str, pg_url: str, tmp_path:
     assert json.loads(add["attributes"]["gen_ai.tool.call.result"])["structuredContent"] == {
         "result": 3.0
     }
+
+
+def test_an_agent_that_hangs_up_on_an_sse_answer_ends_its_call_as_disconnected(
+    tracecard: RunningServer,
+) -> None:
+    """The stream's watcher starts only once a stream has lasted a moment (server/proxy/relay.py,
+    `StreamWatch`); an agent that leaves a slow call's SSE answer is still seen: the span ends
+    `client_disconnected` long before the tool would have answered."""
+    run = new_run(tracecard.url)
+    url = run["urls"]["tools"]
+    init = rpc(
+        "initialize",
+        {"protocolVersion": PROTOCOL["legacy"], "capabilities": {}, "clientInfo": {"name": "t"}},
+    )
+    with httpx.Client(timeout=10) as http:
+        opened = http.post(url, json=init, headers=MCP_HEADERS)
+        session = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session["mcp-protocol-version"] = PROTOCOL["legacy"]
+        http.post(url, json=rpc("notifications/initialized", id=None), headers=session)
+        started = time.monotonic()
+        call = rpc("tools/call", {"name": "slow", "arguments": {"seconds": 20}}, id=2)
+        with http.stream("POST", url, json=call, headers=session) as answer:
+            assert answer.headers["content-type"].startswith("text/event-stream")
+            time.sleep(0.3)  # past the watcher's start
+        # leaving the block closes the connection: the agent hung up
+    deadline = time.monotonic() + 10
+    while True:
+        slow = [s for s in run_spans(tracecard.url, run["id"]) if s["name"] == "tools/call slow"]
+        if slow or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert len(slow) == 1
+    assert slow[0]["attributes"]["error.type"] == "client_disconnected"
+    assert time.monotonic() - started < 15  # not the tool's 20 s
