@@ -19,7 +19,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 __all__ = ["OneWriteHttpTools"]
 
-_CHUNKED_END = b"0\r\n\r\n"
+_CHUNKED_END = b"0\r\n\r\n"  # the last chunk alone (an empty final body)
+_CHUNKED_TAIL = b"\r\n" + _CHUNKED_END  # the last chunk after a final body's bytes
 
 
 class _OneWrite:
@@ -59,7 +60,7 @@ class _OneWrite:
             self._head_seen = True  # the first write is the head (or a 400/500 of uvicorn's)
             return False
         if cycle.chunked_encoding:
-            return data == _CHUNKED_END or data.endswith(b"\r\n" + _CHUNKED_END)
+            return data == _CHUNKED_END or data.endswith(_CHUNKED_TAIL)
         return bool(cycle.expected_content_length == 0)
 
     def _flush(self) -> None:
