@@ -31,8 +31,10 @@ FAULT_AGENT = textwrap.dedent(
     pids = os.path.join(os.path.dirname(os.environ["TRACECARD_ANSWER_FILE"]), "pids.json")
 
     def note(*extra):
-        with open(pids, "w") as handle:
+        # written whole, then renamed: the test polls this file and must never read it half-written
+        with open(pids + ".tmp", "w") as handle:
             json.dump([os.getpid(), *extra], handle)
+        os.replace(pids + ".tmp", pids)
 
     if task == "ok":
         note()
