@@ -7,10 +7,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 import orjson
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import Select, and_, bindparam, case, func, select
 
 from tracecard.traces import semconv
 from tracecard.traces.models import RunRow, SpanRow
@@ -60,13 +61,12 @@ def _client_of(params_text: Any) -> str | None:
     return (f"{info['name']}/{version}" if version else str(info["name"]))[:200]
 
 
-def summarize_runs(store: Store, runs: Sequence[RunRow]) -> dict[str, RunSummary]:
-    """Each run's summary, in three grouped queries whatever the number of runs."""
-    if not runs:
-        return {}
+@cache
+def _statements() -> tuple[Select[Any], Select[Any], Select[Any]]:
+    """The three summary queries, built once: building their expressions was most of the cost of
+    ending a run (an ad-hoc run ends with every session), far more than running them."""
     spans: Any = SpanRow
-    ids = [r.id for r in runs]
-    roots = [r.root_span_id for r in runs]
+    ids: Any = bindparam("ids", expanding=True)
     agent = spans.role == semconv.ROLE_AGENT
     tokens = func.coalesce(
         spans.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS].as_integer(), 0
@@ -80,7 +80,7 @@ def summarize_runs(store: Store, runs: Sequence[RunRow]) -> dict[str, RunSummary
             func.min(spans.start_ns),
             func.max(func.coalesce(spans.end_ns, spans.start_ns)),
         )
-        .where(spans.run_id.in_(ids), spans.span_id.not_in(roots))
+        .where(spans.run_id.in_(ids), spans.span_id.not_in(bindparam("roots", expanding=True)))
         .group_by(spans.run_id)
     )
     upstream = spans.attributes[semconv.UPSTREAM].as_string()
@@ -97,18 +97,29 @@ def summarize_runs(store: Store, runs: Sequence[RunRow]) -> dict[str, RunSummary
         )
         .order_by(spans.start_ns)
     )
+    return figures, upstreams, first_params
+
+
+def summarize_runs(store: Store, runs: Sequence[RunRow]) -> dict[str, RunSummary]:
+    """Each run's summary, in three grouped queries whatever the number of runs."""
+    if not runs:
+        return {}
+    ids = [r.id for r in runs]
+    roots = [r.root_span_id for r in runs]
+    figures, upstreams, first_params = _statements()
     found = {run_id: RunSummary() for run_id in ids}
     with store.engine.connect() as connection:
-        for run_id, calls, errors, used, first, last in connection.execute(figures):
+        values = {"ids": ids, "roots": roots}
+        for run_id, calls, errors, used, first, last in connection.execute(figures, values):
             summary = found[run_id]
             summary.calls, summary.errors = int(calls or 0), int(errors or 0)
             summary.tokens = int(used or 0)
             summary.first_ns = int(first) if first is not None else None
             summary.last_ns = int(last) if last is not None else None
-        for run_id, name in connection.execute(upstreams):
+        for run_id, name in connection.execute(upstreams, {"ids": ids}):
             found[run_id].upstreams.append(str(name))
         pending = set(ids)
-        for run_id, params in connection.execute(first_params):
+        for run_id, params in connection.execute(first_params, {"ids": ids}):
             if run_id in pending and (client := _client_of(params)) is not None:
                 found[run_id].client = client
                 pending.discard(run_id)

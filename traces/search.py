@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import String, column, select, text
+from sqlalchemy import Select, String, bindparam, column, select, text
 from sqlalchemy.sql.elements import ColumnElement
 
 from tracecard.traces import semconv
@@ -49,23 +50,28 @@ def time_rowid(created: datetime) -> int:
     return int(moment.timestamp() * 1_000_000) * SLOTS
 
 
-def search_document(store: Store, run: RunRow) -> str:
-    """What a run is found by: each agent tool call's name, arguments and result, and the
-    final answer."""
+@cache
+def _document_query() -> Select[Any]:
+    """A run's tool calls in order (built once: building it cost more than running it)."""
     spans: Any = SpanRow
-    query = (
+    return (
         select(
             spans.tool_name,
             spans.attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS].as_string(),
             spans.attributes[semconv.GEN_AI_TOOL_CALL_RESULT].as_string(),
         )
-        .where(spans.run_id == run.id, spans.tool_name.is_not(None))
+        .where(spans.run_id == bindparam("run"), spans.tool_name.is_not(None))
         .order_by(spans.start_ns)
     )
+
+
+def search_document(store: Store, run: RunRow) -> str:
+    """What a run is found by: each agent tool call's name, arguments and result, and the
+    final answer."""
     parts: list[str] = []
     size = 0
     with store.engine.connect() as connection:
-        for name, arguments, result in connection.execute(query):
+        for name, arguments, result in connection.execute(_document_query(), {"run": run.id}):
             for part in (name, arguments, result):
                 if part:
                     parts.append(str(part))
@@ -77,11 +83,12 @@ def search_document(store: Store, run: RunRow) -> str:
     return "\n".join(parts)[:DOCUMENT_MAX_CHARS].replace("\x00", " ")
 
 
-def index_runs(store: Store, run_ids: Sequence[str]) -> None:
-    """(Re)write the search documents of these runs."""
+def index_runs(store: Store, runs: Sequence[str | RunRow]) -> None:
+    """(Re)write the search documents of these runs (ids, or rows already read: a run that has
+    just been ended and returned its row is not read again)."""
     documents = []
-    for run_id in run_ids:
-        run = store.get_run(run_id)
+    for given in runs:
+        run = store.get_run(given) if isinstance(given, str) else given
         if run is not None:
             documents.append((run.id, run.created_at, search_document(store, run)))
     write_documents(store, documents)

@@ -113,7 +113,7 @@ def _write_end(
     if ended is None:
         return None
     row, summary = ended
-    index_runs(runtime.store, [info.id])
+    index_runs(runtime.store, [row])  # the row just written: not read again
     return row, summary.first_ns, summary.last_ns
 
 

@@ -199,7 +199,7 @@ async def finish_run(runtime: Runtime, run_id: str, body: RunFinish) -> dict[str
     ended = await anyio.to_thread.run_sync(lambda: end_run(runtime.store, run_id, client))
     assert ended is not None
     updated, summary = ended
-    await anyio.to_thread.run_sync(index_runs, runtime.store, [run_id])
+    await anyio.to_thread.run_sync(index_runs, runtime.store, [updated])
     first = summary.first_ns
     end_ns = time.time_ns()
     if updated.adhoc_key is not None and summary.last_ns is not None:
