@@ -213,8 +213,10 @@ def _check_viewer_in_chromium(base: str, profile_parent: Path) -> None:
             assert "/experiments/" in page.url and page.locator("table").count() > 0
             # htmx at work: the runs page's filter options are swapped in by an hx-get on load
             page.goto(f"{base}/runs")
+            # a function, not an expression: Playwright polls an expression with eval, which the
+            # viewer's CSP (script-src 'self') refuses whenever the first check comes too early
             page.wait_for_function(
-                "!document.querySelector('[hx-get=\"/runs/options\"]')", timeout=10_000
+                "() => !document.querySelector('[hx-get=\"/runs/options\"]')", timeout=10_000
             )
             assert errors == []
         finally:
