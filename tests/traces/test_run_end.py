@@ -1,0 +1,134 @@
+"""Ending a run (`end_run`, what a session's DELETE and `POST /api/runs/{id}/finish` do): its
+summary is counted from its spans and written in one UPDATE on the row already read, the row
+returned is the row stored, and the search document is built from it; for several runs at once
+each gets its own figures. On real SQLite and real PostgreSQL (the `store` fixture)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from sqlalchemy import text
+
+from tracecard.traces import semconv
+from tracecard.traces.models import RunRow
+from tracecard.traces.run_summary import end_run, summarize_runs
+from tracecard.traces.search import index_runs
+from tracecard.traces.store import Store
+
+
+def _span(run: RunRow, name: str, start_ns: int, **attributes: Any) -> dict[str, Any]:
+    return {
+        "trace_id": run.trace_id,
+        "span_id": secrets.token_hex(8),
+        "parent_span_id": run.root_span_id,
+        "name": name,
+        "kind": 2,
+        "start_time_unix_nano": start_ns,
+        "end_time_unix_nano": start_ns + 2_000_000,
+        "status": {"code": 0, "message": None},
+        "attributes": {semconv.RUN_ID: run.id, semconv.ROLE: semconv.ROLE_AGENT, **attributes},
+        "events": [],
+        "resource": {},
+        "scope": "tracecard",
+        "run_id": run.id,
+    }
+
+
+def _run_with_calls(store: Store, tools: list[str], upstream: str, failing: int = 0) -> RunRow:
+    run = store.add_run(
+        RunRow(
+            id=secrets.token_hex(16),
+            trace_id=secrets.token_hex(16),
+            root_span_id=secrets.token_hex(8),
+            status="running",
+            adhoc_key=f"session:{secrets.token_hex(4)}",
+        )
+    )
+    start = time.time_ns()
+    params = '{"clientInfo": {"name": "bench-agent", "version": "2.1"}}'
+    spans = [_span(run, "initialize", start, **{semconv.RPC_PARAMS: params})]
+    for index, tool in enumerate(tools):
+        attributes: dict[str, Any] = {
+            semconv.GEN_AI_TOOL_NAME: tool,
+            semconv.UPSTREAM: upstream,
+            semconv.GEN_AI_TOOL_CALL_ARGUMENTS: f'{{"ticket": "T-{index}"}}',
+        }
+        if index < failing:
+            attributes[semconv.ERROR_TYPE] = "tool_error"
+        spans.append(
+            _span(run, f"tools/call {tool}", start + (index + 1) * 10_000_000, **attributes)
+        )
+    store.insert_spans(spans)
+    return run
+
+
+def test_ending_writes_the_summary_and_returns_the_row_as_stored(store: Store) -> None:
+    run = _run_with_calls(store, ["lookup", "refund", "lookup"], "helpdesk", failing=1)
+    ended = end_run(store, run.id, None, finish=True, status="finished", end_reason="deleted")
+    assert ended is not None
+    row, summary = ended
+    assert (summary.calls, summary.errors, summary.upstreams) == (3, 1, ["helpdesk"])
+    stored = store.get_run(run.id)
+    assert stored is not None
+    for got in (row, stored):
+        assert (got.status, got.end_reason, got.calls, got.errors) == ("finished", "deleted", 3, 1)
+        assert got.upstreams == ["helpdesk"]
+        assert got.client == "bench-agent/2.1"  # from the initialize span's clientInfo
+        assert got.duration_ms == 32  # first span's start to the last one's end
+        assert got.finished_at is not None and got.started_at is not None
+    assert row.finished_at == stored.finished_at
+
+
+def test_the_client_the_proxy_saw_wins_and_a_missing_run_is_none(store: Store) -> None:
+    run = _run_with_calls(store, ["lookup"], "helpdesk")
+    ended = end_run(store, run.id, "claude-code/1.0")
+    assert ended is not None and ended[0].client == "claude-code/1.0"
+    stored = store.get_run(run.id)
+    assert stored is not None and stored.client == "claude-code/1.0" and stored.calls == 1
+    assert ended[0].status == "running"  # not finished: only the summary was written
+    assert end_run(store, "no-such-run") is None
+
+
+def test_several_runs_are_summarised_apart(store: Store) -> None:
+    first = _run_with_calls(store, ["lookup", "refund"], "helpdesk", failing=2)
+    second = _run_with_calls(store, ["search"], "docs")
+    idle = store.add_run(
+        RunRow(
+            id=secrets.token_hex(16),
+            trace_id=secrets.token_hex(16),
+            root_span_id=secrets.token_hex(8),
+        )
+    )
+    found = summarize_runs(store, [first, second, idle])
+    assert (found[first.id].calls, found[first.id].errors) == (2, 2)
+    assert (found[second.id].calls, found[second.id].errors) == (1, 0)
+    assert found[second.id].upstreams == ["docs"]
+    assert (found[idle.id].calls, found[idle.id].first_ns) == (0, None)
+
+
+def test_an_ended_run_is_found_by_its_tool_calls_from_its_row(store: Store) -> None:
+    run = _run_with_calls(store, ["escalate_ticket"], "helpdesk")
+    ended = end_run(store, run.id, finish=True, status="finished")
+    assert ended is not None
+    index_runs(store, [ended[0]])  # the row just written, as the server passes it
+    assert _ids(store, "escalate_ticket") == {run.id}
+    assert _ids(store, "refund") == set()
+
+
+def _ids(store: Store, query: str) -> set[str]:
+    with store.engine.connect() as connection:
+        if store.engine.dialect.name == "postgresql":
+            rows = connection.execute(
+                text(
+                    "SELECT run_id FROM run_search WHERE document @@ plainto_tsquery('simple', :q)"
+                ),
+                {"q": query},
+            )
+        else:
+            rows = connection.execute(
+                text("SELECT run_id FROM run_search WHERE run_search MATCH :q"),
+                {"q": f'"{query}"'},
+            )
+        return {str(row[0]) for row in rows}
