@@ -152,6 +152,15 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def loop_cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process's main thread (its event loop), from /proc."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/task/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def throughput(
     http: aiohttp.ClientSession,
     url: str,
@@ -159,7 +168,7 @@ async def throughput(
     clients: int,
     seconds: float,
     pid: int | None = None,
-) -> tuple[float, int, float, float]:
+) -> tuple[float, int, float, float, float]:
     """Calls per second from `clients` concurrent callers over `seconds`, the calls made, and
     the CPU seconds of process `pid` during the calls and during the sessions' opening and
     closing (sessions + SSE: `initialize`, `notifications/initialized`, `DELETE` per caller)."""
@@ -177,16 +186,18 @@ async def throughput(
             done += 1
 
     before = cpu_seconds(pid)
+    loop_before = loop_cpu_seconds(pid)
     start = time.perf_counter()
     await asyncio.gather(*(loop(c) for c in callers))
     rate = done / (time.perf_counter() - start)
+    loop_cpu = loop_cpu_seconds(pid) - loop_before
     await asyncio.sleep(0.3)  # the exporter's last batch of these calls (flush interval 0.2 s)
     calls_cpu = cpu_seconds(pid) - before
     closing = cpu_seconds(pid)
     await asyncio.gather(*(c.close() for c in callers))
     await asyncio.sleep(0.3)
     setup_cpu = before - setup + cpu_seconds(pid) - closing
-    return rate, done, calls_cpu, setup_cpu
+    return rate, done, calls_cpu, setup_cpu, loop_cpu
 
 
 async def measure(
@@ -204,14 +215,16 @@ async def measure(
         rates: dict[str, list[float]] = {name: [] for name in urls}
         cpu: dict[str, list[float]] = {name: [] for name in urls}
         setups: dict[str, list[float]] = {name: [] for name in urls}
+        loops: dict[str, list[float]] = {name: [] for name in urls}
         for _ in range(args.rounds):
             for name, url in urls.items():
                 pid = pids.get(name)
-                rate, done, calls_cpu, setup_cpu = await throughput(
+                rate, done, calls_cpu, setup_cpu, loop_cpu = await throughput(
                     http, url, modern, args.clients, args.seconds, pid
                 )
                 rates[name].append(rate)
                 cpu[name].append(calls_cpu / done * 1000)
+                loops[name].append(loop_cpu / done * 1000)
                 setups[name].append(setup_cpu / args.clients * 1000)
     concurrent: dict[str, Any] = {
         "clients": args.clients,
@@ -224,6 +237,8 @@ async def measure(
         if name != "direct":
             concurrent[f"{name}_ratio"] = round(statistics.mean(rates[name]) / direct_rate, 3)
             concurrent[f"{name}_cpu_ms_per_call"] = round(statistics.mean(cpu[name]), 3)
+            # the event loop's thread alone (the exporter's and the spool's threads left out)
+            concurrent[f"{name}_loop_cpu_ms_per_call"] = round(statistics.mean(loops[name]), 3)
             if not modern:  # a session's initialize, initialized and DELETE, outside the calls
                 per_session = round(statistics.mean(setups[name]), 3)
                 concurrent[f"{name}_cpu_ms_per_session_open_close"] = per_session

@@ -1,0 +1,326 @@
+"""tracecard's own CPU per recorded `tools/call`, without the HTTP server in front (#24 item 2).
+
+The app as served (`asgi_app`: the security guard, the proxy's router, the MCP proxy, the
+recorder, the exporter) is called in process as uvicorn would call it, with an ASGI scope, a
+`receive` that hands over the body and a `send` that drops the answer; the upstream is the SDK
+test server (stateless + JSON) in its own process. So the figure is tracecard's code alone:
+no uvicorn, no agent-side socket. CPU is read with `time.thread_time` (the loop thread) and
+`time.process_time` (every thread: the exporter's and the spool's too), which count neither the
+upstream's CPU nor time the thread was preempted.
+
+`--profile cprofile` prints the loop thread's top functions by own time (cProfile inflates every
+function call, so read it for ranks, not figures); `--compare PATH` runs another checkout in a
+subprocess in alternating rounds (paired A/B).
+
+    .venv/bin/python bench/proxy_path.py [--calls 4000] [--clients 32] [--rounds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+HERE = Path(__file__).resolve().parents[1]
+
+
+def _request(call_id: int) -> bytes:
+    params = {
+        "name": "echo",
+        "arguments": {"text": "hi"},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    }
+    message = {"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": params}
+    return orjson.dumps(message)
+
+
+_HEADERS = [
+    (b"host", b"127.0.0.1:8000"),
+    (b"user-agent", b"Python/3.11 aiohttp/3.13"),
+    (b"accept", b"application/json, text/event-stream"),
+    (b"accept-encoding", b"gzip, deflate"),
+    (b"content-type", b"application/json"),
+    (b"mcp-protocol-version", b"2026-07-28"),
+    (b"mcp-method", b"tools/call"),
+    (b"mcp-name", b"echo"),
+]
+
+
+async def _lifespan(app: Any) -> tuple[asyncio.Task[Any], asyncio.Queue[Any]]:
+    inbox: asyncio.Queue[Any] = asyncio.Queue()
+    started = asyncio.get_running_loop().create_future()
+
+    async def receive() -> Any:
+        return await inbox.get()
+
+    async def send(message: Any) -> None:
+        if message["type"] == "lifespan.startup.complete":
+            started.set_result(None)
+        elif message["type"] == "lifespan.startup.failed":
+            started.set_exception(RuntimeError(message.get("message")))
+
+    task = asyncio.get_running_loop().create_task(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
+    )
+    await inbox.put({"type": "lifespan.startup"})
+    await started
+    return task, inbox
+
+
+async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
+    sys.path.insert(0, str(Path(args.root).resolve()))
+    from tracecard.server.app import asgi_app
+    from tracecard.server.settings import load_settings
+
+    settings = load_settings(None, environ={}, db=db, upstreams={"json": {"url": upstream}})
+    app = asgi_app(settings)
+    life, inbox = await _lifespan(app)
+    if args.app == "wire":
+        app = _wire_app(upstream)
+    if args.patch:  # an experiment: a file of code run with `app` in scope
+        exec(Path(args.patch).read_text(), {"app": app, "sys": sys})
+    if args.app == "router":
+        app = app.app
+    counter = 0
+    failures = 0
+
+    async def one() -> None:
+        nonlocal counter, failures
+        counter += 1
+        body = _request(counter)
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.4"},
+            "http_version": "1.1",
+            "server": ("127.0.0.1", 8000),
+            "client": ("127.0.0.1", 50000),
+            "scheme": "http",
+            "method": "POST",
+            "root_path": "",
+            "path": "/mcp/json",
+            "raw_path": b"/mcp/json",
+            "query_string": b"",
+            "headers": [*_HEADERS, (b"content-length", str(len(body)).encode())],
+            "state": {},
+        }
+        sent = False
+
+        async def receive() -> Any:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.Event().wait()
+            return {"type": "http.disconnect"}
+
+        answer: list[bytes] = []
+        status = [0]
+
+        async def send(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            else:
+                answer.append(message.get("body", b""))
+
+        await app(scope, receive, send)
+        if status[0] != 200 or b'"hi"' not in b"".join(answer):
+            failures += 1
+
+    async def batch(calls: int) -> None:
+        queue = iter(range(calls))
+
+        async def client() -> None:
+            for _ in queue:
+                await one()
+
+        await asyncio.gather(*(client() for _ in range(args.clients)))
+
+    await batch(500)  # warm-up: connections, caches
+    await asyncio.sleep(0.5)
+    for _ in range(args.rounds_each):
+        request = sys.stdin.readline()
+        if not request:
+            break
+        profiler: Any = None
+        if args.profile == "cprofile":
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+        threads0 = _threads()
+        t0, p0 = time.thread_time(), time.process_time()
+        await batch(args.calls)
+        t1 = time.thread_time()
+        await asyncio.sleep(0.4)  # the exporter's last batch (flush interval 0.2 s)
+        p1 = time.process_time()
+        threads1 = _threads()
+        if profiler is not None:
+            profiler.disable()
+            import pstats
+
+            profiler.dump_stats(f"/tmp/proxy_path.{os.getpid()}.prof")
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(45)
+        result = {
+            "loop_us": (t1 - t0) / args.calls * 1e6,
+            "process_us": (p1 - p0) / args.calls * 1e6,
+            "failures": failures,
+            "threads_us": {
+                name: round((threads1[name] - threads0.get(name, 0.0)) / args.calls * 1e6, 1)
+                for name in threads1
+            },
+        }
+        print(json.dumps(result), flush=True)
+    await inbox.put({"type": "lifespan.shutdown"})
+    await asyncio.wait_for(life, 30)
+
+
+def _wire_app(upstream: str) -> Any:
+    """The floor: the same upstream client forwarding the body, nothing read, nothing recorded."""
+    from yarl import URL
+
+    from tracecard.server.proxy.wire import WireClient
+
+    client = WireClient(100, 5.0)
+    url = URL(upstream)
+    forward = [(n.decode(), v.decode()) for n, v in _HEADERS if n != b"host"]
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        body = (await receive())["body"]
+        response = await client.open("POST", url, forward, body)
+        parts = []
+        while chunk := await response.read_chunk():
+            parts.append(chunk)
+        await response.aclose()
+        answer = b"".join(parts)
+        headers = [(n, v) for n, v in response.raw_headers if n.lower() != b"date"]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+    return app
+
+
+def _threads() -> dict[str, float]:
+    """CPU seconds of each thread of this process, by name (from /proc)."""
+    import threading
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    found: dict[str, float] = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/stat") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        name = names.get(int(task), stat[stat.index("(") + 1 : stat.rindex(")")])
+        fields = stat[stat.rindex(")") + 2 :].split()
+        found[name] = found.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return found
+
+
+def _child(args: argparse.Namespace) -> None:
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(_run(args, args.upstream, args.db))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=4000, help="calls per round")
+    parser.add_argument("--clients", type=int, default=32, help="calls in flight")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds per checkout")
+    parser.add_argument("--compare", action="append", type=Path, default=[])
+    parser.add_argument("--profile", choices=["cprofile"], default=None)
+    parser.add_argument("--app", choices=["tracecard", "wire", "router"], default="tracecard")
+    parser.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        help="NAME=ROOT[,app=tracecard|router|wire][,patch=FILE]: another arm, paired",
+    )
+    parser.add_argument("--patch", help=argparse.SUPPRESS)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--root", default=str(HERE), help=argparse.SUPPRESS)
+    parser.add_argument("--upstream", help=argparse.SUPPRESS)
+    parser.add_argument("--db", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds-each", type=int, default=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args)
+        return
+    sys.path.insert(0, str(HERE))
+    from tests.support.processes import mcp_tool_server
+
+    arms: dict[str, dict[str, str]] = {"main": {"root": str(HERE), "app": args.app}}
+    for path in args.compare:
+        arms[path.resolve().name] = {"root": str(path.resolve()), "app": args.app}
+    for spec in args.arm:
+        name, _, rest = spec.partition("=")
+        root, *options = rest.split(",")
+        arm = {"root": str(Path(root or HERE).resolve()), "app": args.app}
+        arm.update(option.split("=", 1) for option in options)
+        arms[name] = arm
+    roots = {name: Path(arm["root"]) for name, arm in arms.items()}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in roots}
+    with tempfile.TemporaryDirectory() as folder, mcp_tool_server("--stateless", "--json") as url:
+        children = {}
+        for name, root in roots.items():
+            command = [sys.executable, __file__, "--child", "--root", str(root)]
+            command += ["--upstream", url, "--db", f"sqlite:///{folder}/{name}.db"]
+            command += ["--calls", str(args.calls), "--clients", str(args.clients)]
+            command += ["--rounds-each", str(args.rounds)]
+            command += ["--app", arms[name]["app"]]
+            if "patch" in arms[name]:
+                command += ["--patch", str(Path(arms[name]["patch"]).resolve())]
+            if args.profile:
+                command += ["--profile", args.profile]
+            children[name] = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root
+            )
+        for round_no in range(args.rounds):
+            order = list(roots) if round_no % 2 == 0 else list(reversed(roots))
+            for name in order:
+                child = children[name]
+                assert child.stdin is not None and child.stdout is not None
+                child.stdin.write("go\n")
+                child.stdin.flush()
+                line = child.stdout.readline()
+                if not line:
+                    raise SystemExit(f"{name}: the child ended (see its stderr)")
+                results[name].append(json.loads(line))
+        for child in children.values():
+            assert child.stdin is not None
+            child.stdin.close()
+            child.wait(60)
+    report: dict[str, Any] = {"load": os.getloadavg(), "calls": args.calls}
+    for name, rounds in results.items():
+        report[name] = {
+            "loop_us": [round(r["loop_us"], 1) for r in rounds],
+            "process_us": [round(r["process_us"], 1) for r in rounds],
+            "loop_us_median": round(statistics.median(r["loop_us"] for r in rounds), 1),
+            "process_us_median": round(statistics.median(r["process_us"] for r in rounds), 1),
+            "failures": rounds[-1]["failures"] if rounds else None,
+            "threads_us": rounds[-1]["threads_us"] if rounds else None,
+        }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
