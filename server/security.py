@@ -51,6 +51,7 @@ _SIMPLE_TYPES: Final = frozenset(
     {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"}
 )
 _FORM: Final = "application/x-www-form-urlencoded"
+_HOSTS_SEEN_MAX: Final = 256  # Host values remembered as allowed (names x ports seen)
 _FORM_LIMIT: Final = 64 * 1024  # a viewer form (a verdict note is at most 4,000 characters)
 
 
@@ -133,6 +134,23 @@ class Policy:
         return cls(hosts, frozenset(extra_origins), token)
 
 
+# What the guard reads of a header, by name (one dict lookup a header; every other name is
+# passed over). The viewer's CSRF header is looked up beside these (`_CSRF`).
+_HOST, _ORIGIN, _SITE, _MODE, _MEDIA, _LENGTH, _CHUNKED, _TOKEN, _BEARER, _COOKIE, _CSRF = range(11)
+_READ: Final = {
+    b"host": _HOST,
+    b"origin": _ORIGIN,
+    b"sec-fetch-site": _SITE,
+    b"sec-fetch-mode": _MODE,
+    b"content-type": _MEDIA,
+    b"content-length": _LENGTH,
+    b"transfer-encoding": _CHUNKED,
+    TOKEN_HEADER: _TOKEN,
+    b"authorization": _BEARER,
+    b"cookie": _COOKIE,
+}
+
+
 @dataclass(slots=True)
 class _Request:
     """The headers the guard reads, from one pass over the ASGI headers."""
@@ -146,33 +164,39 @@ class _Request:
     header_token: list[str] | None = None
     cookie: str | None = None
     csrf_header: str | None = None
+    credentials: bool = False  # a token header, an Authorization or a Cookie: may hold ours
 
     @classmethod
-    def scan(cls, raw: list[tuple[bytes, bytes]], form_header: bytes) -> _Request:
+    def scan(cls, raw: list[tuple[bytes, bytes]], read: dict[bytes, int]) -> _Request:
+        """`read`: `_READ` with the viewer's CSRF header added (`SecurityGuard._read`)."""
         found = cls()
         for name, value in raw:
-            if name == b"host":
+            kind = read.get(name)
+            if kind is None:
+                continue
+            if kind == _HOST:
                 found.host = value.decode("latin-1")
-            elif name == b"origin":
-                found.origin = value.decode("latin-1")
-            elif name == b"sec-fetch-site":
-                found.fetch_site = value.decode("latin-1").lower()
-            elif name == b"sec-fetch-mode":
-                found.fetch_mode = value.decode("latin-1").lower()
-            elif name == b"content-type":
+            elif kind == _MEDIA:
                 found.media = value.decode("latin-1").split(";", 1)[0].strip().lower()
-            elif name == b"content-length":
+            elif kind == _LENGTH:
                 found.has_body = found.has_body or value.strip() not in (b"", b"0")
-            elif name == b"transfer-encoding":
+            elif kind == _ORIGIN:
+                found.origin = value.decode("latin-1")
+            elif kind == _SITE:
+                found.fetch_site = value.decode("latin-1").lower()
+            elif kind == _MODE:
+                found.fetch_mode = value.decode("latin-1").lower()
+            elif kind == _CHUNKED:
                 found.has_body = True
-            elif name == TOKEN_HEADER or (
-                name == b"authorization" and value[:7].lower() == b"bearer "
-            ):
-                presented = value[7:] if name == b"authorization" else value
-                found.header_token = [*(found.header_token or []), presented.decode("latin-1")]
-            elif name == b"cookie":
+            elif kind == _TOKEN or kind == _BEARER:
+                found.credentials = True
+                if kind == _TOKEN or value[:7].lower() == b"bearer ":
+                    presented = value if kind == _TOKEN else value[7:]
+                    found.header_token = [*(found.header_token or []), presented.decode("latin-1")]
+            elif kind == _COOKIE:
+                found.credentials = True
                 found.cookie = value.decode("latin-1")
-            elif name == form_header:
+            else:  # _CSRF
                 found.csrf_header = value.decode("latin-1")
         return found
 
@@ -194,15 +218,18 @@ class SecurityGuard:
         self.app = app
         self.policy = Policy.of(settings)
         self.forms = forms
-        self._form_header = forms.header.lower().encode()
+        self._read = {**_READ, forms.header.lower().encode(): _CSRF}
         self._own_cookies = frozenset({TOKEN_COOKIE, forms.cookie})
+        self._hosts_seen: set[str] = set()  # Host values that passed (`_check_host`), bounded
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         try:
-            passed = await self._check(scope, receive, send)
+            passed = self._check_proxied(scope, receive)
+            if passed is None:
+                passed = await self._check(scope, receive, send)
         except Refused as refused:
             body = orjson.dumps({"status_code": refused.status, "detail": refused.detail})
             await send_bytes(send, refused.status, body, headers=refused.headers)
@@ -210,9 +237,28 @@ class SecurityGuard:
         if passed is not None:
             await self.app(scope, passed, send)
 
+    def _check_proxied(self, scope: Scope, receive: Receive) -> Receive | None:
+        """The proxy's usual request (MCP or a plain HTTP tool, no API token configured) checked
+        without a coroutine of its own: the checks `_check` makes, in its order. None: any other
+        request, for `_check`."""
+        if self.policy.token is not None:
+            return None
+        path: str = scope["path"]
+        route = route_of(path, scope)
+        if route is not Route.MCP and route is not Route.HTTP_TOOL:
+            return None
+        request = _Request.scan(scope.get("headers", []), self._read)
+        method: str = scope["method"]
+        self._check_host(request)
+        self._check_origin(request, method)
+        _check_media(request, method, route, path)
+        if request.credentials:
+            scope["headers"] = without_own_credentials(scope["headers"], None, self._own_cookies)
+        return receive
+
     async def _check(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """The receive to hand on (replaying a body read here); None when answered here."""
-        request = _Request.scan(scope.get("headers", []), self._form_header)
+        request = _Request.scan(scope.get("headers", []), self._read)
         method: str = scope["method"]
         path: str = scope["path"]
         route = route_of(path, scope)
@@ -231,7 +277,7 @@ class SecurityGuard:
         _check_media(request, method, route, path)
         if route is Route.VIEWER and method not in SAFE_METHODS:
             return await self._check_csrf(request, receive)
-        if route in (Route.MCP, Route.HTTP_TOOL):
+        if route in (Route.MCP, Route.HTTP_TOOL) and request.credentials:
             scope["headers"] = without_own_credentials(
                 scope["headers"], policy.token, self._own_cookies
             )
@@ -239,7 +285,11 @@ class SecurityGuard:
 
     def _check_host(self, request: _Request) -> None:
         hosts = self.policy.hosts
-        if hosts is None or not request.host or host_name(request.host) in hosts:
+        if hosts is None or not request.host or request.host in self._hosts_seen:
+            return
+        if host_name(request.host) in hosts:
+            if len(self._hosts_seen) < _HOSTS_SEEN_MAX:
+                self._hosts_seen.add(request.host)
             return
         raise Refused(
             403,

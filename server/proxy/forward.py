@@ -71,6 +71,39 @@ class RequestHeaders:
         return found
 
 
+# What `scan_request_headers` does with a header, by name: dropped (and maybe read), or read
+# and forwarded; any other name is forwarded as it is.
+_LENGTH_IN, _CONNECTION, _VERIFIER, _DROPPED = -1, -2, -3, -4
+_SESSION, _VERSION, _ACCEPT, _AGENT, _RUN, _BAGGAGE, _PARENT, _STATE, _ROLE = range(1, 10)
+_REQUEST_KINDS: dict[bytes, int] = {
+    **{name: _DROPPED for name in _DROP_REQUEST},
+    b"content-length": _LENGTH_IN,
+    b"connection": _CONNECTION,
+    b"tracecard-verifier": _VERIFIER,
+    b"mcp-session-id": _SESSION,
+    b"mcp-protocol-version": _VERSION,
+    b"accept": _ACCEPT,
+    b"user-agent": _AGENT,
+    b"tracecard-run": _RUN,
+    b"baggage": _BAGGAGE,
+    b"traceparent": _PARENT,
+    b"tracestate": _STATE,
+    b"tracecard-role": _ROLE,
+}
+# Header names as text, decoded once (an agent sends the same dozen names on every request).
+_NAME_TEXT: dict[bytes, str] = {}
+_NAME_TEXT_MAX = 512
+
+
+def _name_text(name: bytes) -> str:
+    text = _NAME_TEXT.get(name)
+    if text is None:
+        text = name.decode("latin-1")
+        if len(_NAME_TEXT) < _NAME_TEXT_MAX:
+            _NAME_TEXT[name] = text
+    return text
+
+
 def scan_request_headers(raw: list[tuple[bytes, bytes]], verifier_key: str = "") -> RequestHeaders:
     """One pass over the ASGI headers: what to forward and what tracecard needs to know.
 
@@ -79,39 +112,45 @@ def scan_request_headers(raw: list[tuple[bytes, bytes]], verifier_key: str = "")
     """
     found = RequestHeaders()
     forward = found.forward
-    connection_listed: set[bytes] = set()
+    connection_listed: set[bytes] | None = None
+    kinds = _REQUEST_KINDS
     for name, value in raw:
-        if name in _DROP_REQUEST:
-            if name == b"content-length" and value.isdigit():
-                found.content_length = int(value)
-            elif name == b"connection":
+        kind = kinds.get(name)
+        if kind is None:
+            forward.append((_name_text(name), value.decode("latin-1")))
+            continue
+        if kind < 0:  # not forwarded
+            if kind == _LENGTH_IN:
+                if value.isdigit():
+                    found.content_length = int(value)
+            elif kind == _CONNECTION:
+                if connection_listed is None:
+                    connection_listed = set()
                 connection_listed.update(t.strip().lower() for t in value.split(b","))
-            elif name == b"tracecard-verifier" and is_verifier(
-                value.decode("latin-1"), verifier_key
-            ):
+            elif kind == _VERIFIER and is_verifier(value.decode("latin-1"), verifier_key):
                 found.role = semconv.ROLE_VERIFIER
             continue
         text = value.decode("latin-1")
-        if name == b"mcp-session-id":
+        if kind == _SESSION:
             found.session_id = text
-        elif name == b"mcp-protocol-version":
+        elif kind == _VERSION:
             found.protocol_version = text
-        elif name == b"accept":
+        elif kind == _ACCEPT:
             found.accept = text
-        elif name == b"user-agent":
+        elif kind == _AGENT:
             found.user_agent = text
-        elif name == b"tracecard-run":
+        elif kind == _RUN:
             found.run_id = text.strip()
-        elif name == b"baggage":
+        elif kind == _BAGGAGE:
             found.baggage = text
-        elif name == b"traceparent":
+        elif kind == _PARENT:
             found.traceparent = text
-        elif name == b"tracestate":
+        elif kind == _STATE:
             found.tracestate = text
-        elif name == b"tracecard-role":
+        else:  # _ROLE
             found.role_header = text[:64]
-        forward.append((name.decode("latin-1"), text))
-    if connection_listed - {b"keep-alive", b"close"}:
+        forward.append((_name_text(name), text))
+    if connection_listed and connection_listed - {b"keep-alive", b"close"}:
         found.forward = [(n, v) for n, v in forward if n.lower().encode() not in connection_listed]
     return found
 

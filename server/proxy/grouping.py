@@ -6,6 +6,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from tracecard.server.runs.registry import RunInfo, RunRegistry
@@ -86,6 +87,11 @@ class Unbound:
     def method(self) -> Any:
         return self.message.get("method") if self.message is not None else None
 
+    @cached_property
+    def client(self) -> dict[str, Any] | None:
+        """`client_info` of its message (read once)."""
+        return client_info(self.message)
+
     def key(self) -> tuple[str, str | None]:
         """Its ad-hoc run key, and the agent's trace id if the key is its trace: the trace
         context it sends (`params._meta.traceparent`, SEP-414; the `traceparent` header), else
@@ -98,7 +104,7 @@ class Unbound:
         session = baggage_member(self.baggage, BAGGAGE_SESSION_KEY)
         if session is not None:
             return f"baggage:{session}", None
-        info = client_info(self.message)
+        info = self.client
         who = f"{info['name']}/{info.get('version', '')}" if info else f"ua:{self.user_agent}"
         return f"client:{self.address}:{self.upstream}:{who}", None
 
@@ -107,15 +113,14 @@ def adhoc_for_request(runs: RunRegistry, request: Unbound) -> RunInfo:
     """The ad-hoc run of a request that is in no session (stateless protocol, plain HTTP)."""
     key, trace_id = request.key()
     method = request.method
-    message = request.message
     fresh = runs.cached_adhoc(key) is None
-    info = runs.adhoc(key, trace_id=trace_id, client=client_info(message))
+    info = runs.adhoc(key, trace_id=trace_id, client=request.client)
     if fresh and method == "server/discover":
         info.probe_only = True  # a version probe: the session that may follow adopts it
     elif method != "server/discover":
         info.probe_only = False
     if info.client is None:
-        info.client = client_info(message)
+        info.client = request.client
     return info
 
 
@@ -124,7 +129,6 @@ def session_run(runs: RunRegistry, request: Unbound) -> RunInfo:
     `server/discover` probe this client sent just before (an SDK's fallback to an older server).
     Its key is set to the session's once the session id is known."""
     key, _trace = request.key()
-    message = request.message
     probe = runs.cached_adhoc(key)
     provisional = session_key(request.upstream, f"new-{secrets.token_hex(8)}")
     if probe is not None and probe.probe_only and probe.status == "running":
@@ -132,9 +136,7 @@ def session_run(runs: RunRegistry, request: Unbound) -> RunInfo:
         runs.rekey_adhoc(probe, provisional)
         info = probe
     else:
-        info = runs.adhoc(provisional, client=client_info(message))
+        info = runs.adhoc(provisional, client=request.client)
     runs.forget_adhoc(provisional)  # a random key is never asked for again: keep no entry
-    info.client = client_info(message) or info.client
+    info.client = request.client or info.client
     return info
-
-

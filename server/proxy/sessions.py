@@ -126,9 +126,10 @@ async def choose_run(
     """The run: path, then `Tracecard-Run`, then baggage, else ad hoc: the MCP session's, else
     grouped by trace context or client (`stateless_key`)."""
     runs = state.runtime.runs
-    info = await named_run(state, headers, path_run)
-    if info is not None:
-        return info
+    if path_run or headers.run_id or headers.baggage:  # (no coroutine when nothing is named)
+        info = await named_run(state, headers, path_run)
+        if info is not None:
+            return info
     if headers.session_id:
         key = (upstream.name, headers.session_id)
         info = state.session_runs.get(key)

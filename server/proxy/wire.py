@@ -188,14 +188,23 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")  # as aiohttp decodes header names and values
 
 
+_WANTED: dict[str, bytes] = {}  # header names asked for, as the lowered bytes looked up
+
+
 class WireHeaders:
-    """An answer's headers, looked up in its raw pairs: the proxy asks for two or three of
+    """An answer's headers, looked up by lowered name: the proxy asks for two or three of
     them, where a `CIMultiDict` of them all would be built for every answer."""
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_first", "_raw")
 
     def __init__(self, raw: tuple[tuple[bytes, bytes], ...]) -> None:
         self._raw = raw
+        first: dict[bytes, bytes] = {}
+        for key, value in raw:
+            low = key.lower()
+            if low not in first:
+                first[low] = value
+        self._first = first
 
     @overload
     def get(self, name: str) -> str | None: ...
@@ -203,11 +212,13 @@ class WireHeaders:
     def get(self, name: str, default: str) -> str: ...
     def get(self, name: str, default: str | None = None) -> str | None:
         """The first value of `name` (any case), else `default`."""
-        wanted = name.lower().encode("latin-1")
-        for key, value in self._raw:
-            if len(key) == len(wanted) and key.lower() == wanted:
-                return _text(value)
-        return default
+        wanted = _WANTED.get(name)
+        if wanted is None:
+            wanted = name.lower().encode("latin-1")
+            if len(_WANTED) < 256:
+                _WANTED[name] = wanted
+        value = self._first.get(wanted)
+        return default if value is None else _text(value)
 
     def __getitem__(self, name: str) -> str:
         found = self.get(name)
@@ -227,18 +238,22 @@ class WireHeaders:
 class WireResponse:
     """An answer whose head has arrived (the `UpstreamResponse` interface)."""
 
-    __slots__ = ("_client", "_conn", "raw_headers", "status_code")
+    __slots__ = ("_client", "_conn", "_headers", "raw_headers", "status_code")
 
     def __init__(self, client: WireClient, conn: _Connection, status: int) -> None:
         self._client = client
         self._conn: _Connection | None = conn
         self.status_code = status
         self.raw_headers: tuple[tuple[bytes, bytes], ...] = tuple(conn.raw)
+        self._headers: WireHeaders | None = None
 
     @property
     def headers(self) -> WireHeaders:
         """Case-insensitive lookups, values decoded as aiohttp decodes them."""
-        return WireHeaders(self.raw_headers)
+        headers = self._headers
+        if headers is None:
+            headers = self._headers = WireHeaders(self.raw_headers)
+        return headers
 
     async def read_chunk(self) -> bytes:
         """The body's bytes that arrived since the last read; b"" at its end."""
