@@ -68,6 +68,9 @@ def block_call(recorder: Recorder, pending: PendingCall, decision: Any) -> dict[
     return jsonrpc_error(pending.request_id, CODE_BLOCKED, text, rule=decision.rule_id)
 
 
+Decisions = tuple[dict[int, Any], dict[int, str]]  # blocked: index -> decision; refused: -> tool
+
+
 async def enforce_calls(
     state: ProxyState,
     calls: Calls,
@@ -79,11 +82,24 @@ async def enforce_calls(
     """True when a call was blocked and the agent has been answered (nothing is forwarded).
 
     An agent's call of a verifier-only tool is refused here too (server/proxy/visibility.py)."""
+    decisions = enforce_decisions(state, calls, started, headers)
+    if decisions is None:
+        return False
+    await answer_enforced(state, calls, send, started, headers, batch, decisions)
+    return True
+
+
+def enforce_decisions(
+    state: ProxyState, calls: Calls, started: Started, headers: RequestHeaders
+) -> Decisions | None:
+    """The calls to block or refuse (`answer_enforced` answers them); None: forward them all.
+
+    Without a coroutine: the proxy asks this on every POST, and almost every POST goes on."""
     enforce = state.runtime.hooks.enforce
     upstream = calls.exchange.upstream
     hidden = hidden_for(state.runtime.settings.upstreams.get(upstream), headers.role)
     if enforce is None and not hidden:
-        return False
+        return None
     verdicts: dict[int, Any] = {}
     refused: dict[int, str] = {}
     for index, (message, pending) in enumerate(started):
@@ -103,7 +119,23 @@ async def enforce_calls(
         if decision is not None:
             verdicts[index] = decision
     if not verdicts and not refused:
-        return False
+        return None
+    return verdicts, refused
+
+
+async def answer_enforced(
+    state: ProxyState,
+    calls: Calls,
+    send: Send,
+    started: Started,
+    headers: RequestHeaders,
+    batch: bool,
+    decisions: Decisions,
+) -> None:
+    """End the spans of a POST with a blocked or refused call and answer the agent: nothing of
+    it is forwarded (no partial effects of a batch)."""
+    verdicts, refused = decisions
+    upstream = calls.exchange.upstream
     replies = []  # a batch with one blocked call is not forwarded at all: no partial effects
     for index, (_message, pending) in enumerate(started):
         decision = verdicts.get(index)
@@ -128,4 +160,3 @@ async def enforce_calls(
     else:
         await send({"type": "http.response.start", "status": 202, "headers": []})
         await send({"type": "http.response.body", "body": b""})
-    return True

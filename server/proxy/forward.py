@@ -117,7 +117,8 @@ def scan_request_headers(raw: list[tuple[bytes, bytes]], verifier_key: str = "")
     for name, value in raw:
         kind = kinds.get(name)
         if kind is None:
-            forward.append((_name_text(name), value.decode("latin-1")))
+            text = _NAME_TEXT.get(name) or _name_text(name)
+            forward.append((text, value.decode("latin-1")))
             continue
         if kind < 0:  # not forwarded
             if kind == _LENGTH_IN:
@@ -149,7 +150,7 @@ def scan_request_headers(raw: list[tuple[bytes, bytes]], verifier_key: str = "")
             found.tracestate = text
         else:  # _ROLE
             found.role_header = text[:64]
-        forward.append((_name_text(name), text))
+        forward.append((_NAME_TEXT.get(name) or _name_text(name), text))
     if connection_listed and connection_listed - {b"keep-alive", b"close"}:
         found.forward = [(n, v) for n, v in forward if n.lower().encode() not in connection_listed]
     return found

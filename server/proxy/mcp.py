@@ -34,7 +34,7 @@ from tracecard.server.proxy.calls import (
     record_message,
     traceparent_value,
 )
-from tracecard.server.proxy.enforce import Started, enforce_calls
+from tracecard.server.proxy.enforce import Started, answer_enforced, enforce_decisions
 from tracecard.server.proxy.errors import ProxyError
 from tracecard.server.proxy.forward import (
     RequestHeaders,
@@ -130,11 +130,18 @@ async def _post(
         calls.unparsable = state.recorder.unparsable(body, reason, exchange, "mcp.unparsable")
     else:
         started = _start_spans(state, calls, messages, start_ns)
-        if await enforce_calls(state, calls, send, started, headers, isinstance(parsed, list)):
+        decisions = enforce_decisions(state, calls, started, headers)
+        if decisions is not None:
+            batch = isinstance(parsed, list)
+            await answer_enforced(state, calls, send, started, headers, batch, decisions)
             return
         environment = state.runtime.hooks.environment  # replay: answered from a recording
-        if environment is not None and await environment.mcp_post(
-            state, calls, send, started, headers, isinstance(parsed, list)
+        if (
+            environment is not None
+            and environment.controls(run.id)
+            and await environment.mcp_post(
+                state, calls, send, started, headers, isinstance(parsed, list)
+            )
         ):
             return
         if state.runtime.settings.recording.inject_traceparent and _inject(calls, started):

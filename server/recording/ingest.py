@@ -59,17 +59,24 @@ class TraceRunIndex(SpanProcessor):
     def __init__(self, capacity: int = 50000) -> None:
         self._runs: OrderedDict[str, str] = OrderedDict()
         self._capacity = capacity
+        # (trace id, run id) of the newest entry: a run's next span of the same trace changes
+        # nothing, and is not formatted and looked up again
+        self._newest: tuple[int, str] | None = None
 
     def on_start(self, span: SdkSpan, parent_context: Context | None = None) -> None:
         attributes = span.attributes or {}
         run_id = attributes.get(semconv.RUN_ID)
         if isinstance(run_id, str):
-            self.remember(format(span.get_span_context().trace_id, "032x"), run_id)
+            trace_id = span.get_span_context().trace_id
+            if self._newest != (trace_id, run_id):
+                self.remember(format(trace_id, "032x"), run_id)
+                self._newest = (trace_id, run_id)
             agent_trace = attributes.get(semconv.AGENT_TRACE_ID)
             if isinstance(agent_trace, str):  # the agent's own trace, moved into the run's
                 self.remember(agent_trace, run_id)
 
     def remember(self, trace_id: str, run_id: str) -> None:
+        self._newest = None
         self._runs[trace_id] = run_id
         self._runs.move_to_end(trace_id)
         if len(self._runs) > self._capacity:

@@ -48,6 +48,10 @@ class TrialEnvironment:
     def finished(self, run_id: str) -> tuple[RunReplay | None, RunFaults | None]:
         return self.replays.pop(run_id, None), self.faults.pop(run_id, None)
 
+    def controls(self, run_id: str) -> bool:
+        """Whether a replay or a fault plan applies to the run (else `mcp_post` forwards)."""
+        return run_id in self.replays or run_id in self.faults
+
     async def mcp_post(
         self,
         state: ProxyState,
