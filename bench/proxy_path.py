@@ -155,6 +155,20 @@ async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
         if not request:
             break
         profiler: Any = None
+        counts = {"opcode": 0, "call": 0, "c_call": 0}
+        if args.profile == "opcodes":  # deterministic: Python bytecodes and calls a request
+
+            def trace(frame: Any, event: str, arg: Any) -> Any:
+                frame.f_trace_opcodes = True
+                counts[event] = counts.get(event, 0) + 1
+                return trace
+
+            def c_calls(frame: Any, event: str, arg: Any) -> None:
+                if event == "c_call":
+                    counts["c_call"] += 1
+
+            sys.setprofile(c_calls)
+            sys.settrace(trace)
         if args.profile == "cprofile":
             import cProfile
 
@@ -164,6 +178,9 @@ async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
         t0, p0 = time.thread_time(), time.process_time()
         await batch(args.calls)
         t1 = time.thread_time()
+        if args.profile == "opcodes":
+            sys.settrace(None)
+            sys.setprofile(None)
         await asyncio.sleep(0.4)  # the exporter's last batch (flush interval 0.2 s)
         p1 = time.process_time()
         threads1 = _threads()
@@ -177,6 +194,11 @@ async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
             "loop_us": (t1 - t0) / args.calls * 1e6,
             "process_us": (p1 - p0) / args.calls * 1e6,
             "failures": failures,
+            **(
+                {f"{k}s_per_call": round(v / args.calls, 1) for k, v in counts.items()}
+                if args.profile == "opcodes"
+                else {}
+            ),
             "threads_us": {
                 name: round((threads1[name] - threads0.get(name, 0.0)) / args.calls * 1e6, 1)
                 for name in threads1
@@ -247,7 +269,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32, help="calls in flight")
     parser.add_argument("--rounds", type=int, default=4, help="rounds per checkout")
     parser.add_argument("--compare", action="append", type=Path, default=[])
-    parser.add_argument("--profile", choices=["cprofile"], default=None)
+    parser.add_argument("--profile", choices=["cprofile", "opcodes"], default=None)
     parser.add_argument("--app", choices=["tracecard", "wire", "router"], default="tracecard")
     parser.add_argument(
         "--arm",
@@ -317,8 +339,20 @@ def main() -> None:
             "loop_us_median": round(statistics.median(r["loop_us"] for r in rounds), 1),
             "process_us_median": round(statistics.median(r["process_us"] for r in rounds), 1),
             "failures": rounds[-1]["failures"] if rounds else None,
+            **{k: v for k, v in (rounds[-1] if rounds else {}).items() if k.endswith("_per_call")},
             "threads_us": rounds[-1]["threads_us"] if rounds else None,
         }
+    if len(results) > 1:  # paired: each round of an arm against the first arm's same round
+        first = next(iter(results))
+        for name, rounds in results.items():
+            if name != first:
+                ratios = sorted(
+                    r["process_us"] / f["process_us"]
+                    for r, f in zip(rounds, results[first], strict=True)
+                )
+                report[name]["process_vs_" + first + "_median_ratio"] = round(
+                    statistics.median(ratios), 3
+                )
     print(json.dumps(report, indent=2))
 
 

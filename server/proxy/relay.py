@@ -198,7 +198,12 @@ async def fetch(
             if sse and is_event_stream(response):
                 return fetched
             fetched.relayed = relayed = Relayed()
-            await _read_body(response, send, keep, relayed)
+            whole = response.take_whole(BUFFER_MAX)
+            if whole is None:
+                await _read_body(response, send, keep, relayed)
+            else:  # it had all arrived: nothing to wait for
+                relayed.size = len(whole)
+                relayed.chunks.append(whole)
     except TimeoutError as exc:
         if fetched.relayed is None:
             fetched.failure = exc

@@ -81,18 +81,15 @@ class ProxyRouter:
         return self._state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = None
         if scope["type"] == "http":
             route = scope[ROUTE_KEY] if ROUTE_KEY in scope else match(scope["path"])
-            if route is not None:
-                await self._proxy(route, scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-    async def _proxy(
-        self, route: tuple[str, str | None, str, str], scope: Scope, receive: Receive, send: Send
-    ) -> None:
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        # a proxy path, served here (in this coroutine: one frame fewer on every call)
         kind, run_id, name, rest = route
-        state = self._proxy_state()
+        state = self._state or self._proxy_state()
         try:
             if state is None:
                 raise ProxyError(503, "tracecard is starting or stopping: the proxy is not ready")

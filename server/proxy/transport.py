@@ -11,7 +11,8 @@ Deadlines are the caller's (one `asyncio.timeout_at` per call); the client bound
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
 
 import aiohttp
 from multidict import CIMultiDictProxy
@@ -67,6 +68,11 @@ class UpstreamResponse:
         """Done with the answer: a body read to its end returns the connection to the pool."""
         self._response.release()
 
+    def take_whole(self, limit: int) -> bytes | None:
+        """The whole body if it has all arrived (at most `limit` bytes), the answer then
+        closed; None: read it with `read_chunk`. (Not known here: always None.)"""
+        return None
+
 
 Answer = UpstreamResponse | WireResponse  # an answer's head, from aiohttp or a wire connection
 
@@ -112,17 +118,18 @@ class UpstreamClient:
             raise UpstreamConnectTimeout(str(exc)) from exc
         return UpstreamResponse(response)
 
-    async def request(
+    def request(
         self, method: str, url: URL, headers: list[tuple[str, str]], body: bytes
-    ) -> Answer:
+    ) -> Coroutine[Any, Any, Answer]:
         """`open`, on a keep-alive connection of `server/proxy/wire.py` for the MCP proxy's
-        methods to an `http://` upstream (the same answers and errors, less CPU per call)."""
+        methods to an `http://` upstream (the same answers and errors, less CPU per call).
+        The client's coroutine itself, to await (no frame of its own between)."""
         if url.scheme != "http" or method not in WIRE_METHODS:
-            return await self.open(method, url, headers, body)
+            return self.open(method, url, headers, body)
         wire = self._wire
         if wire is None:
             wire = self._wire = WireClient(self._max_connections, self._timeout.sock_connect or 0)
-        return await wire.open(method, url, headers, body)
+        return wire.open(method, url, headers, body)
 
     async def aclose(self) -> None:
         if self._wire is not None:

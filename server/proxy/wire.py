@@ -283,6 +283,21 @@ class WireResponse:
         while chunk := await self.read_chunk():
             yield chunk
 
+    def take_whole(self, limit: int) -> bytes | None:
+        """The whole body if it has all arrived (at most `limit` bytes), the connection then
+        back in the pool; None: read it with `read_chunk` (a small answer usually arrives with
+        its head, and is then taken without a coroutine per read)."""
+        conn = self._conn
+        if conn is None or not conn.done or conn.error is not None or conn.buffered > limit:
+            return None
+        chunks = conn.chunks
+        data = b"" if not chunks else chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
+        chunks.clear()
+        conn.buffered = 0
+        self._conn = None
+        self._client.release(conn)
+        return data
+
     def items(self) -> list[tuple[str, str]]:
         return self.headers.items()
 
