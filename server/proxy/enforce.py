@@ -102,8 +102,10 @@ def enforce_decisions(
         return None
     verdicts: dict[int, Any] = {}
     refused: dict[int, str] = {}
+    run = calls.exchange.run
     for index, (message, pending) in enumerate(started):
-        mark_list(pending, hidden)
+        if hidden:
+            mark_list(pending, hidden)
         if pending.method != "tools/call":
             continue
         found = message.get("params")
@@ -112,10 +114,10 @@ def enforce_decisions(
         if tool in hidden:
             refused[index] = tool
             continue
+        if enforce is None:
+            continue
         annotations = state.tool_annotations(upstream, tool)
-        arguments = params.get("arguments") or {}
-        run = calls.exchange.run
-        decision = decide_call(state.runtime, run, upstream, tool, arguments, annotations)
+        decision = enforce(run, upstream, tool, params.get("arguments") or {}, annotations)
         if decision is not None:
             verdicts[index] = decision
     if not verdicts and not refused:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from typing import Any
 
 from tracecard.server.runs.registry import RunInfo, RunRegistry
@@ -72,7 +71,7 @@ def client_info(message: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {k: str(info[k])[:100] for k in ("name", "version") if k in info}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Unbound:
     """A request in no session and naming no run: what its ad-hoc run is chosen by."""
 
@@ -82,15 +81,14 @@ class Unbound:
     traceparent: str | None
     baggage: str | None
     user_agent: str
+    client: dict[str, Any] | None = field(init=False)  # `client_info` of its message
+
+    def __post_init__(self) -> None:
+        self.client = client_info(self.message)
 
     @property
     def method(self) -> Any:
         return self.message.get("method") if self.message is not None else None
-
-    @cached_property
-    def client(self) -> dict[str, Any] | None:
-        """`client_info` of its message (read once)."""
-        return client_info(self.message)
 
     def key(self) -> tuple[str, str | None]:
         """Its ad-hoc run key, and the agent's trace id if the key is its trace: the trace

@@ -69,6 +69,7 @@ class _Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.head: asyncio.Future[int] | None = None
         self.raw: list[tuple[bytes, bytes]] = []
+        self.first: dict[bytes, bytes] = {}  # lowered name -> its first value (lookups)
         self.chunks: deque[bytes] = deque()
         self.buffered = 0
         self.waiter: asyncio.Future[None] | None = None
@@ -115,6 +116,7 @@ class _Connection(asyncio.Protocol):
     # -- httptools
     def on_header(self, name: bytes, value: bytes) -> None:
         self.raw.append((name, value))
+        self.first.setdefault(name.lower(), value)
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
@@ -141,6 +143,7 @@ class _Connection(asyncio.Protocol):
         if self.interim:
             self.interim = False
             self.raw = []
+            self.first = {}
             return
         if self.done:  # a second answer nobody asked for
             self.reusable = False
@@ -197,13 +200,15 @@ class WireHeaders:
 
     __slots__ = ("_first", "_raw")
 
-    def __init__(self, raw: tuple[tuple[bytes, bytes], ...]) -> None:
+    def __init__(
+        self, raw: tuple[tuple[bytes, bytes], ...], first: dict[bytes, bytes] | None = None
+    ) -> None:
+        """`first`: each lowered name's first value, when the parser has it already."""
         self._raw = raw
-        first: dict[bytes, bytes] = {}
-        for key, value in raw:
-            low = key.lower()
-            if low not in first:
-                first[low] = value
+        if first is None:
+            first = {}
+            for key, value in raw:
+                first.setdefault(key.lower(), value)
         self._first = first
 
     @overload
@@ -245,15 +250,12 @@ class WireResponse:
         self._conn: _Connection | None = conn
         self.status_code = status
         self.raw_headers: tuple[tuple[bytes, bytes], ...] = tuple(conn.raw)
-        self._headers: WireHeaders | None = None
+        self._headers = WireHeaders(self.raw_headers, conn.first)
 
     @property
     def headers(self) -> WireHeaders:
         """Case-insensitive lookups, values decoded as aiohttp decodes them."""
-        headers = self._headers
-        if headers is None:
-            headers = self._headers = WireHeaders(self.raw_headers)
-        return headers
+        return self._headers
 
     async def read_chunk(self) -> bytes:
         """The body's bytes that arrived since the last read; b"" at its end."""
@@ -329,7 +331,7 @@ class WireClient:
         self, method: str, url: URL, headers: list[tuple[str, str]], body: bytes
     ) -> WireResponse:
         """Send the request (head and body in one write); return once the answer's head came."""
-        text = "".join([f"{name}: {value}\r\n" for name, value in headers])
+        text = "\r\n".join(map(": ".join, headers)) + "\r\n" if headers else ""
         if text.count("\n") != len(headers) or text.count("\r") != len(headers):
             raise ValueError("Newline or carriage return character detected in a header")
         if body or method not in _NO_BODY_METHODS:
@@ -400,6 +402,7 @@ class WireClient:
             self._limit.release()
         if conn.done and conn.reusable and not conn.closed and not conn.chunks:
             conn.head, conn.raw, conn.done, conn.reusable = None, [], False, False
+            conn.first = {}
             conn.buffered, conn.error = 0, None
             if conn.paused and conn.transport is not None:
                 conn.paused = False
