@@ -137,6 +137,7 @@ class Policy:
 # What the guard reads of a header, by name (one dict lookup a header; every other name is
 # passed over). The viewer's CSRF header is looked up beside these (`_CSRF`).
 _HOST, _ORIGIN, _SITE, _MODE, _MEDIA, _LENGTH, _CHUNKED, _TOKEN, _BEARER, _COOKIE, _CSRF = range(11)
+_CREDENTIALS: Final = frozenset({TOKEN_HEADER, b"authorization", b"cookie"})
 _READ: Final = {
     b"host": _HOST,
     b"origin": _ORIGIN,
@@ -167,8 +168,34 @@ class _Request:
     credentials: bool = False  # a token header, an Authorization or a Cookie: may hold ours
 
     @classmethod
-    def scan(cls, raw: list[tuple[bytes, bytes]], read: dict[bytes, int]) -> _Request:
-        """`read`: `_READ` with the viewer's CSRF header added (`SecurityGuard._read`)."""
+    def scan(cls, raw: list[tuple[bytes, bytes]], read: dict[bytes, int], form: bytes) -> _Request:
+        """`read`: `_READ` with the viewer's CSRF header `form` added (`SecurityGuard._read`)."""
+        named = dict(raw)
+        if len(named) != len(raw) or _CREDENTIALS.intersection(named):
+            return cls.scan_each(raw, read)  # a name given twice, or one that may hold a token
+        # every name once and no credential (the usual proxied request): looked up
+        host, origin = named.get(b"host"), named.get(b"origin")
+        site, mode = named.get(b"sec-fetch-site"), named.get(b"sec-fetch-mode")
+        media, length = named.get(b"content-type"), named.get(b"content-length")
+        csrf = named.get(form)
+        return cls(
+            host=host.decode("latin-1") if host is not None else "",
+            origin=origin.decode("latin-1") if origin is not None else None,
+            fetch_site=site.decode("latin-1").lower() if site is not None else "",
+            fetch_mode=mode.decode("latin-1").lower() if mode is not None else "",
+            media=(
+                media.decode("latin-1").split(";", 1)[0].strip().lower()
+                if media is not None
+                else None
+            ),
+            has_body=(length is not None and length.strip() not in (b"", b"0"))
+            or b"transfer-encoding" in named,
+            csrf_header=csrf.decode("latin-1") if csrf is not None else None,
+        )
+
+    @classmethod
+    def scan_each(cls, raw: list[tuple[bytes, bytes]], read: dict[bytes, int]) -> _Request:
+        """`scan` one header at a time (a name given twice, credentials)."""
         found = cls()
         for name, value in raw:
             kind = read.get(name)
@@ -218,7 +245,8 @@ class SecurityGuard:
         self.app = app
         self.policy = Policy.of(settings)
         self.forms = forms
-        self._read = {**_READ, forms.header.lower().encode(): _CSRF}
+        self._form = forms.header.lower().encode()
+        self._read = {**_READ, self._form: _CSRF}
         self._own_cookies = frozenset({TOKEN_COOKIE, forms.cookie})
         self._hosts_seen: set[str] = set()  # Host values that passed (`_check_host`), bounded
 
@@ -247,7 +275,7 @@ class SecurityGuard:
         route = route_of(path, scope)
         if route is not Route.MCP and route is not Route.HTTP_TOOL:
             return None
-        request = _Request.scan(scope.get("headers", []), self._read)
+        request = _Request.scan(scope.get("headers", []), self._read, self._form)
         method: str = scope["method"]
         self._check_host(request)
         self._check_origin(request, method)
@@ -258,7 +286,7 @@ class SecurityGuard:
 
     async def _check(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
         """The receive to hand on (replaying a body read here); None when answered here."""
-        request = _Request.scan(scope.get("headers", []), self._read)
+        request = _Request.scan(scope.get("headers", []), self._read, self._form)
         method: str = scope["method"]
         path: str = scope["path"]
         route = route_of(path, scope)

@@ -105,11 +105,45 @@ def _name_text(name: bytes) -> str:
 
 
 def scan_request_headers(raw: list[tuple[bytes, bytes]], verifier_key: str = "") -> RequestHeaders:
-    """One pass over the ASGI headers: what to forward and what tracecard needs to know.
+    """What to forward of the ASGI headers, and what tracecard needs to know of them.
 
     The role is `verifier` only when `Tracecard-Verifier` carries `verifier_key` (that header is
     never forwarded); a client's `Tracecard-Role` is kept in `role_header` and changes nothing.
     """
+    named = dict(raw)
+    if len(named) != len(raw) or b"connection" in named or b"tracecard-verifier" in named:
+        return _scan_each(raw, verifier_key)  # a name given twice, or one read specially
+    # every name once (the usual request): the values tracecard reads are looked up, and the
+    # rest goes on in the order received, names and values as text
+    length = named.get(b"content-length")
+    run_id = named.get(b"tracecard-run")
+    role_header = named.get(b"tracecard-role")
+    return RequestHeaders(
+        forward=[
+            (_NAME_TEXT.get(name) or _name_text(name), value.decode("latin-1"))
+            for name, value in raw
+            if name not in _DROP_REQUEST
+        ],
+        session_id=_text_of(named.get(b"mcp-session-id")),
+        protocol_version=_text_of(named.get(b"mcp-protocol-version")),
+        run_id=run_id.decode("latin-1").strip() if run_id is not None else None,
+        baggage=_text_of(named.get(b"baggage")),
+        traceparent=_text_of(named.get(b"traceparent")),
+        tracestate=_text_of(named.get(b"tracestate")),
+        content_length=int(length) if length is not None and length.isdigit() else None,
+        accept=named.get(b"accept", b"").decode("latin-1"),
+        user_agent=named.get(b"user-agent", b"").decode("latin-1"),
+        role_header=role_header.decode("latin-1")[:64] if role_header is not None else None,
+    )
+
+
+def _text_of(value: bytes | None) -> str | None:
+    return value.decode("latin-1") if value is not None else None
+
+
+def _scan_each(raw: list[tuple[bytes, bytes]], verifier_key: str) -> RequestHeaders:
+    """`scan_request_headers` one header at a time: names given more than once (the last
+    value is read, every one forwarded), `Connection`, `Tracecard-Verifier`."""
     found = RequestHeaders()
     forward = found.forward
     connection_listed: set[bytes] | None = None

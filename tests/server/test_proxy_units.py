@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tracecard.server.asgi import baggage_run
-from tracecard.server.proxy.forward import response_headers, scan_request_headers
+from tracecard.server.proxy.forward import _scan_each, response_headers, scan_request_headers
 from tracecard.server.proxy.routing import match
 from tracecard.server.proxy.sse import SseEventTooLarge, SseParser
 
@@ -105,6 +107,51 @@ def test_request_headers_drop_hop_by_hop_and_keep_the_rest() -> None:
         ("cookie", "b=2"),
     ]
     assert found.session_id == "s1" and found.run_id == "r1" and found.content_length == 12
+
+
+def test_request_headers_each_named_once_are_read_and_forwarded_in_order() -> None:
+    found = scan_request_headers(
+        [
+            (b"host", b"tracecard:7800"),
+            (b"accept", b"application/json, text/event-stream"),
+            (b"content-length", b"180"),
+            (b"tracecard-token", b"t"),
+            (b"mcp-protocol-version", b"2026-07-28"),
+            (b"tracecard-run", b" r1 "),
+            (b"traceparent", b"00-" + b"ab" * 16 + b"-" + b"cd" * 8 + b"-01"),
+            (b"tracecard-role", b"v" * 80),
+            (b"x-caf\xe9", b"cr\xe8me"),
+        ]
+    )
+    assert found.forward == [
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("tracecard-run", " r1 "),
+        ("traceparent", "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"),
+        ("tracecard-role", "v" * 80),
+        ("x-caf\xe9", "cr\xe8me"),
+    ]
+    assert found.content_length == 180 and found.run_id == "r1"
+    assert found.protocol_version == "2026-07-28" and found.role_header == "v" * 64
+    assert found.accept.startswith("application/json") and found.session_id is None
+
+
+def test_request_headers_read_at_once_or_one_by_one_agree() -> None:
+    """The usual request (each name once) is read by lookups; any request, one header at a
+    time: both give the same answer, on random header lists."""
+    names = [
+        *(b"host accept user-agent content-length content-type mcp-session-id baggage".split()),
+        *(b"mcp-protocol-version tracecard-run traceparent tracestate tracecard-role".split()),
+        *(b"connection tracecard-verifier tracecard-token keep-alive te x-custom".split()),
+    ]
+    values = [b"1", b"abc", b" r ", b"12x", b"007", b"close, x-custom", b"k" * 32, b"", b"\xe9"]
+    rng = random.Random(7)
+    for case in range(4000):
+        if case % 2:
+            raw = [(name, rng.choice(values)) for name in rng.sample(names, rng.randint(0, 12))]
+        else:
+            raw = [(rng.choice(names), rng.choice(values)) for _ in range(rng.randint(0, 12))]
+        assert scan_request_headers(raw, "k" * 32) == _scan_each(raw, "k" * 32), raw
 
 
 def test_response_headers_drop_hop_by_hop() -> None:

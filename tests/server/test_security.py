@@ -8,6 +8,7 @@ token's header-only rule for the API, the viewer's CSRF token, and what a proxie
 from __future__ import annotations
 
 import asyncio
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 
 from tests.support.processes import mcp_tool_server
 from tests.support.proxy import MCP_HEADERS, rpc, tracecard_for
-from tracecard.server.security import SecurityGuard, host_name
+from tracecard.server.security import _CSRF, _READ, SecurityGuard, _Request, host_name
 from tracecard.server.settings import Settings
 from tracecard.viewer import csrf
 
@@ -129,6 +130,25 @@ def test_host_check_off_beyond_loopback_unless_names_are_configured() -> None:
     assert call(public, "GET", "/api/runs", host="10.0.0.5", tracecard_token=TOKEN)[0] == 200
     off, _ = guard(allowed_hosts=["*"])
     assert call(off, "GET", "/api/runs", host="anything.example")[0] == 200
+
+
+def test_headers_read_at_once_or_one_by_one_agree() -> None:
+    """The guard reads a request whose names come once and carry no credential by lookups,
+    any other one header at a time: both read the same, on random header lists."""
+    read = {**_READ, b"x-csrf-token": _CSRF}
+    names = [
+        *(b"host origin sec-fetch-site sec-fetch-mode content-type content-length".split()),
+        *(b"transfer-encoding tracecard-token authorization cookie x-csrf-token accept".split()),
+    ]
+    values = [b"1", b"0", b"", b" 0 ", b"Application/JSON; charset=utf-8", b"Cross-Site"]
+    values += [b"bearer abc", b"Bearer xyz", b"a=b; c=d", b"localhost:8000", b"\xe9"]
+    rng = random.Random(11)
+    for case in range(4000):
+        if case % 2:
+            raw = [(name, rng.choice(values)) for name in rng.sample(names, rng.randint(0, 10))]
+        else:
+            raw = [(rng.choice(names), rng.choice(values)) for _ in range(rng.randint(0, 10))]
+        assert _Request.scan(raw, read, b"x-csrf-token") == _Request.scan_each(raw, read), raw
 
 
 def test_host_name_parsing() -> None:
