@@ -171,7 +171,7 @@ async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
         if args.profile == "opcodes":
             sys.settrace(None)
             sys.setprofile(None)
-            top = sorted(where.items(), key=lambda item: -item[1])[:40]
+            top = sorted(where.items(), key=lambda item: -item[1])[: args.top]
             for name, count in top:
                 print(f"{count / args.calls:8.1f}  {name}", file=sys.stderr)
         await asyncio.sleep(0.4)  # the exporter's last batch (flush interval 0.2 s)
@@ -283,6 +283,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="rounds per checkout")
     parser.add_argument("--compare", action="append", type=Path, default=[])
     parser.add_argument("--profile", choices=["cprofile", "opcodes"], default=None)
+    parser.add_argument("--top", type=int, default=40, help="functions listed by --profile")
     parser.add_argument("--app", choices=["tracecard", "wire", "router"], default="tracecard")
     parser.add_argument(
         "--arm",
@@ -325,7 +326,7 @@ def main() -> None:
             if "patch" in arms[name]:
                 command += ["--patch", str(Path(arms[name]["patch"]).resolve())]
             if args.profile:
-                command += ["--profile", args.profile]
+                command += ["--profile", args.profile, "--top", str(args.top)]
             children[name] = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root
             )

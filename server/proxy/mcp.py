@@ -247,9 +247,15 @@ async def _forward_post(
     assert relayed is not None  # not an event stream: its body was read
     parsed: Any = None
     if relayed.whole and relayed.kept and calls.requests:
-        decoder = Decoder(response.headers.get("Content-Encoding", ""))
-        parsed, reason = parse_json(decoder.feed(relayed.kept))
-        if reason is not None and status < 300 and decoder.problem is None:
+        encoding = response.headers.get("Content-Encoding")
+        if not encoding:  # (the usual answer: nothing to decode)
+            parsed, reason = parse_json(relayed.kept)
+            problem = None
+        else:
+            decoder = Decoder(encoding)
+            parsed, reason = parse_json(decoder.feed(relayed.kept))
+            problem = decoder.problem
+        if reason is not None and status < 300 and problem is None:
             relayed.error = semconv.ERR_PROTOCOL  # e.g. cut at a Content-Length set too short
     if relayed.error is not None and not relayed.head_sent:
         # nothing reached the agent: every request gets a JSON-RPC error, not a broken body
@@ -262,8 +268,10 @@ async def _forward_post(
         shown = relayed.kept if shown is None else shown
         await send_whole(send, status, response.raw_headers, shown)
     # --- the agent has its answer; everything below is recording only ---
-    record_agent_replies(state, calls)
-    end_unparsable(calls, status)
+    if calls.replies:
+        record_agent_replies(state, calls)
+    if calls.unparsable is not None:
+        end_unparsable(calls, status)
     if relayed.error is not None:
         fail_open(state, calls, relayed.error, f"upstream {upstream.name!r} broke off the response")
         return
@@ -277,7 +285,8 @@ async def _forward_post(
         fail_open(state, calls, str(status), f"upstream answered HTTP {status}")
     elif calls.requests:
         fail_open(state, calls, semconv.ERR_PROTOCOL, f"HTTP {status} without a JSON-RPC response")
-    close_notifications(state, calls)
+    if calls.notifications:
+        close_notifications(state, calls)
 
 
 async def _unanswered(

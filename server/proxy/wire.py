@@ -40,6 +40,7 @@ _IDLE_MAX = 64  # idle connections kept per upstream address
 # close crosses it is lost with "disconnected" and, being a POST, cannot be sent again. 2 s keeps
 # clear of the common timeouts, as the API client does (`tracecard/_requests.py`).
 _IDLE_EXPIRY = 2.0
+_TARGETS_MAX = 256  # target URLs remembered (an upstream's endpoint, with each query string)
 
 
 class UpstreamConnectTimeout(aiohttp.ClientConnectionError):
@@ -194,6 +195,13 @@ def _text(raw: bytes) -> str:
 _WANTED: dict[str, bytes] = {}  # header names asked for, as the lowered bytes looked up
 
 
+def _wanted(name: str) -> bytes:
+    wanted = name.lower().encode("latin-1")
+    if len(_WANTED) < 256:
+        _WANTED[name] = wanted
+    return wanted
+
+
 class WireHeaders:
     """An answer's headers, looked up by lowered name: the proxy asks for two or three of
     them, where a `CIMultiDict` of them all would be built for every answer."""
@@ -217,13 +225,8 @@ class WireHeaders:
     def get(self, name: str, default: str) -> str: ...
     def get(self, name: str, default: str | None = None) -> str | None:
         """The first value of `name` (any case), else `default`."""
-        wanted = _WANTED.get(name)
-        if wanted is None:
-            wanted = name.lower().encode("latin-1")
-            if len(_WANTED) < 256:
-                _WANTED[name] = wanted
-        value = self._first.get(wanted)
-        return default if value is None else _text(value)
+        value = self._first.get(_WANTED.get(name) or _wanted(name))
+        return default if value is None else value.decode("utf-8", "surrogateescape")
 
     def __getitem__(self, name: str) -> str:
         found = self.get(name)
@@ -324,8 +327,45 @@ class WireClient:
     def __init__(self, limit: int, connect_timeout: float) -> None:
         self._connect_timeout = connect_timeout
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
-        self._limit = asyncio.Semaphore(limit) if limit else None
+        # at most `limit` connections busy at once: a free count, and the requests waiting for
+        # one (each is handed a freed slot in turn)
+        self._limit = limit
+        self._free = limit
+        self._waiting: deque[asyncio.Future[None]] = deque()
         self._busy: set[_Connection] = set()
+        # per target URL: (the URL, its pool key, the request line's tail and Host line)
+        self._targets: dict[int, tuple[URL, tuple[str, int], str]] = {}
+
+    def _target(self, url: URL) -> tuple[tuple[str, int], str]:
+        known = self._targets.get(id(url))
+        if known is None or known[0] is not url:
+            key = (url.raw_host or "", url.port or 80)
+            line = f" {url.raw_path_qs} HTTP/1.1\r\nHost: {url.host_port_subcomponent}\r\n"
+            if len(self._targets) >= _TARGETS_MAX:
+                self._targets.clear()
+            known = self._targets[id(url)] = (url, key, line)
+        return known[1], known[2]
+
+    async def _slot(self) -> None:
+        """Wait for a connection slot (all `limit` are busy); `_free_slot` hands it over."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._free_slot()  # handed a slot as it was cancelled: pass it on
+            elif waiter in self._waiting:
+                self._waiting.remove(waiter)
+            raise
+
+    def _free_slot(self) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
 
     async def open(
         self, method: str, url: URL, headers: list[tuple[str, str]], body: bytes
@@ -336,17 +376,20 @@ class WireClient:
             raise ValueError("Newline or carriage return character detected in a header")
         if body or method not in _NO_BODY_METHODS:
             text = f"{text}Content-Length: {len(body)}\r\n"
-        host = url.host_port_subcomponent
-        data = f"{method} {url.raw_path_qs} HTTP/1.1\r\nHost: {host}\r\n{text}\r\n".encode()
+        key, line = self._target(url)
+        data = f"{method}{line}{text}\r\n".encode()
         if body:
             data += body
-        if self._limit is not None:
-            await self._limit.acquire()
+        if self._limit:
+            if self._free > 0 and not self._waiting:
+                self._free -= 1
+            else:
+                await self._slot()
         try:
-            conn = await self._connection(url)
+            conn = self._idle_connection(key) or await self._connect(key)
         except BaseException:
-            if self._limit is not None:
-                self._limit.release()
+            if self._limit:
+                self._free_slot()
             raise
         self._busy.add(conn)
         conn.head = head = asyncio.get_running_loop().create_future()
@@ -360,23 +403,28 @@ class WireClient:
             raise
         return WireResponse(self, conn, status)
 
-    async def _connection(self, url: URL) -> _Connection:
-        key = (url.raw_host or "", url.port or 80)
+    def _idle_connection(self, key: tuple[str, int]) -> _Connection | None:
+        """A pooled connection to reuse, if one is fresh (no coroutine: the usual case)."""
+        idle = self._idle.get(key)
+        if not idle:
+            return None
+        fresh_after = asyncio.get_running_loop().time() - _IDLE_EXPIRY
+        while idle:
+            conn = idle.pop()  # the newest first: when it is stale, so are all the others
+            if conn.closed:
+                continue
+            if conn.idle_since >= fresh_after:
+                return conn
+            conn.close()
+            for stale in list(idle):
+                stale.close()
+        return None
+
+    async def _connect(self, key: tuple[str, int]) -> _Connection:
         idle = self._idle.get(key)
         if idle is None:
             idle = self._idle[key] = []
         loop = asyncio.get_running_loop()
-        if idle:
-            fresh_after = loop.time() - _IDLE_EXPIRY
-            while idle:
-                conn = idle.pop()  # the newest first: when it is stale, so are all the others
-                if conn.closed:
-                    continue
-                if conn.idle_since >= fresh_after:
-                    return conn
-                conn.close()
-                for stale in list(idle):
-                    stale.close()
         try:
             async with asyncio.timeout(self._connect_timeout):
                 _transport, conn = await loop.create_connection(
@@ -398,8 +446,8 @@ class WireClient:
         if conn not in self._busy:
             return
         self._busy.discard(conn)
-        if self._limit is not None:
-            self._limit.release()
+        if self._limit:
+            self._free_slot()
         if conn.done and conn.reusable and not conn.closed and not conn.chunks:
             conn.head, conn.raw, conn.done, conn.reusable = None, [], False, False
             conn.first = {}

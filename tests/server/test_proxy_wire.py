@@ -14,7 +14,7 @@ from yarl import URL
 
 from tests.support.processes import free_port
 from tracecard.server.proxy.transport import make_proxy_client
-from tracecard.server.proxy.wire import WireResponse
+from tracecard.server.proxy.wire import WireClient, WireResponse
 
 BODY = gzip.compress(b'{"jsonrpc":"2.0","id":1,"result":{}}')
 Answer = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[bool]]
@@ -272,3 +272,36 @@ async def test_a_connection_idle_past_its_expiry_is_not_reused(
             await response.aclose()
         await client.aclose()
     assert len(connections) == 2
+
+
+async def test_at_most_limit_connections_are_busy_and_a_cancelled_wait_frees_nothing() -> None:
+    """With a limit of one, a second request waits for the first answer to be done with; a
+    waiting request cancelled gives up no slot it did not have, and the next one still runs."""
+
+    async def answer(_r: asyncio.StreamReader, writer: asyncio.StreamWriter, _q: bytes) -> bool:
+        writer.write(_json(BODY))
+        await writer.drain()
+        return True
+
+    seen: list[bytes] = []
+    client = WireClient(1, 5.0)
+    async with upstream(answer, seen, []) as url:
+        first = await client.open("POST", url, [], b"{}")
+        second = asyncio.ensure_future(client.open("POST", url, [], b"{}"))
+        cancelled = asyncio.ensure_future(client.open("POST", url, [], b"{}"))
+        await asyncio.sleep(0.1)
+        assert len(seen) == 1 and not second.done()  # waiting for the only slot
+        cancelled.cancel()
+        await asyncio.sleep(0)
+        assert await _whole(first) == BODY
+        await first.aclose()  # the slot goes to `second`
+        response = await asyncio.wait_for(second, 5)
+        assert await _whole(response) == BODY
+        await response.aclose()
+        assert cancelled.cancelled() and len(seen) == 2
+        third = await asyncio.wait_for(client.open("POST", url, [], b"{}"), 5)
+        await _whole(third)
+        await third.aclose()
+        assert len(seen) == 3
+        assert client._free == 1 and not client._waiting  # no slot lost, none made up
+    await client.aclose()
