@@ -192,27 +192,24 @@ async def fetch(
     is returned unread.
     """
     fetched = Fetched()
-    try:
-        async with asyncio.timeout_at(deadline):
-            fetched.response = response = await client.request(method, url, forward, body)
-            if sse and is_event_stream(response):
-                return fetched
-            fetched.relayed = relayed = Relayed()
-            whole = response.take_whole(BUFFER_MAX)
-            if whole is None:
-                await _read_body(response, send, keep, relayed)
-            else:  # it had all arrived: nothing to wait for
-                relayed.size = len(whole)
-                relayed.chunks.append(whole)
-    except TimeoutError as exc:
-        if fetched.relayed is None:
-            fetched.failure = exc
-            return fetched
-        fetched.relayed.error = semconv.ERR_TIMEOUT
-    except STREAM_ERRORS as exc:  # the body's own errors are caught in `_read_body`
+    try:  # the head, under the deadline (the client's own timer on the wire path)
+        fetched.response = response = await client.request(method, url, forward, body, deadline)
+    except STREAM_ERRORS as exc:  # TimeoutError among them (an OSError)
         fetched.failure = exc
         return fetched
-    relayed = fetched.relayed
+    if sse and is_event_stream(response):
+        return fetched
+    fetched.relayed = relayed = Relayed()
+    whole = response.take_whole(BUFFER_MAX)
+    if whole is not None:  # it had all arrived with the head: nothing to wait for
+        relayed.size = len(whole)
+        relayed.chunks.append(whole)
+    else:
+        try:
+            async with asyncio.timeout_at(deadline):
+                await _read_body(response, send, keep, relayed)
+        except TimeoutError:
+            relayed.error = semconv.ERR_TIMEOUT
     chunks = relayed.chunks
     whole = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     relayed.chunks = []

@@ -11,6 +11,7 @@ Deadlines are the caller's (one `asyncio.timeout_at` per call); the client bound
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
@@ -119,17 +120,34 @@ class UpstreamClient:
         return UpstreamResponse(response)
 
     def request(
-        self, method: str, url: URL, headers: list[tuple[str, str]], body: bytes
+        self,
+        method: str,
+        url: URL,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        deadline: float | None = None,
     ) -> Coroutine[Any, Any, Answer]:
         """`open`, on a keep-alive connection of `server/proxy/wire.py` for the MCP proxy's
         methods to an `http://` upstream (the same answers and errors, less CPU per call).
+        `TimeoutError` if the answer's head has not come by `deadline` (the loop's clock).
         The client's coroutine itself, to await (no frame of its own between)."""
         if url.scheme != "http" or method not in WIRE_METHODS:
-            return self.open(method, url, headers, body)
+            return self._open_by(deadline, method, url, headers, body)
         wire = self._wire
         if wire is None:
             wire = self._wire = WireClient(self._max_connections, self._timeout.sock_connect or 0)
-        return wire.open(method, url, headers, body)
+        return wire.open(method, url, headers, body, deadline)
+
+    async def _open_by(
+        self,
+        deadline: float | None,
+        method: str,
+        url: URL,
+        headers: list[tuple[str, str]],
+        body: bytes,
+    ) -> UpstreamResponse:
+        async with asyncio.timeout_at(deadline):
+            return await self.open(method, url, headers, body)
 
     async def aclose(self) -> None:
         if self._wire is not None:

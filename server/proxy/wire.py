@@ -22,14 +22,16 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections import deque
-from collections.abc import AsyncIterator
-from typing import overload
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar, overload
 
 import aiohttp
 import httptools
 from yarl import URL
 
 __all__ = ["WIRE_METHODS", "WireClient", "WireHeaders", "WireResponse"]
+
+_T = TypeVar("_T")
 
 WIRE_METHODS = frozenset({"POST", "GET", "DELETE"})
 _NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})  # no Content-Length: 0
@@ -321,6 +323,19 @@ class WireResponse:
             self._client.release(conn)
 
 
+def _expire(head: asyncio.Future[int]) -> None:
+    """The deadline passed before the answer's head came."""
+    if not head.done():
+        head.set_exception(TimeoutError())
+
+
+async def _within(deadline: float | None, waiting: Awaitable[_T]) -> _T:
+    if deadline is None:
+        return await waiting
+    async with asyncio.timeout_at(deadline):
+        return await waiting
+
+
 class WireClient:
     """Pooled keep-alive connections per upstream address, at most `limit` busy at once."""
 
@@ -368,9 +383,18 @@ class WireClient:
         self._free += 1
 
     async def open(
-        self, method: str, url: URL, headers: list[tuple[str, str]], body: bytes
+        self,
+        method: str,
+        url: URL,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        deadline: float | None = None,
     ) -> WireResponse:
-        """Send the request (head and body in one write); return once the answer's head came."""
+        """Send the request (head and body in one write); return once the answer's head came.
+
+        `deadline` (the loop's clock): `TimeoutError` if the head has not come by then, from a
+        timer on the head (a wait for a free connection or a new one, rarer, under
+        `asyncio.timeout_at`); the caller's own deadline then stops the body's reads."""
         text = "\r\n".join(map(": ".join, headers)) + "\r\n" if headers else ""
         if text.count("\n") != len(headers) or text.count("\r") != len(headers):
             raise ValueError("Newline or carriage return character detected in a header")
@@ -384,15 +408,18 @@ class WireClient:
             if self._free > 0 and not self._waiting:
                 self._free -= 1
             else:
-                await self._slot()
+                await _within(deadline, self._slot())
         try:
-            conn = self._idle_connection(key) or await self._connect(key)
+            idle = self._idle_connection(key)
+            conn = idle if idle is not None else await _within(deadline, self._connect(key))
         except BaseException:
             if self._limit:
                 self._free_slot()
             raise
         self._busy.add(conn)
-        conn.head = head = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        conn.head = head = loop.create_future()
+        timer = loop.call_at(deadline, _expire, head) if deadline is not None else None
         try:
             assert conn.transport is not None
             conn.transport.write(data)
@@ -401,6 +428,9 @@ class WireClient:
             conn.close()
             self.release(conn)
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
         return WireResponse(self, conn, status)
 
     def _idle_connection(self, key: tuple[str, int]) -> _Connection | None:

@@ -32,6 +32,7 @@ def tracecard(
         "fake": {"url": f"{fake.url}/mcp"},
         "down": {"url": f"{down}/mcp"},
         "slow": {"url": f"{fake.url}/slow", "timeout_s": 0.3},
+        "stall": {"url": f"{fake.url}/stall", "timeout_s": 0.3},
         "dying": {"url": f"{fake.url}/sse-kill"},
         "files": {"command": ["true"]},
         "api": {"url": f"{fake.url}/api", "kind": "http"},
@@ -91,6 +92,19 @@ def test_upstream_slower_than_the_timeout(tracecard: RunningServer) -> None:
     reply = answer.json()
     assert reply["id"] == "t" and "did not answer within 0.3s" in reply["error"]["message"]
     span = named(run_spans(tracecard.url, run["id"]), "tools/call wait")
+    assert span["attributes"]["error.type"] == "timeout"
+
+
+def test_an_answer_whose_body_stalls_is_bounded_by_the_same_timeout(
+    tracecard: RunningServer,
+) -> None:
+    """The head came in time, half the body, then nothing: the call's one deadline ends the
+    wait for the rest, and the agent gets a JSON-RPC error (nothing of the answer was sent)."""
+    run = new_run(tracecard.url)
+    answer = post(run["urls"]["stall"], rpc("tools/call", {"name": "half", "arguments": {}}, id=5))
+    reply = answer.json()  # (unbounded, the whole answer would come after 3 s, a success)
+    assert reply["id"] == 5 and "did not answer within 0.3s" in reply["error"]["message"]
+    span = named(run_spans(tracecard.url, run["id"]), "tools/call half")
     assert span["attributes"]["error.type"] == "timeout"
 
 

@@ -102,6 +102,15 @@ async def _respond(
         message = None
     if path.startswith("/slow"):
         await asyncio.sleep(float(target.rsplit("=", 1)[-1]) if "=" in target else 3.0)
+    if path == "/stall":  # the head and half the body at once, then nothing for 3 s
+        payload = json.dumps(_results(message)[0]).encode()
+        head = [("content-type", "application/json"), ("content-length", str(len(payload)))]
+        writer.write(_head(200, head) + payload[: len(payload) // 2])
+        await writer.drain()
+        await asyncio.sleep(3.0)
+        writer.write(payload[len(payload) // 2 :])
+        await writer.drain()
+        return True
     if path in ("/short", "/long"):  # a Content-Length the body does not keep to
         payload = json.dumps(_results(message)[0]).encode()
         declared = len(payload) + 40 if path == "/short" else len(payload) - 10
