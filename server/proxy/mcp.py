@@ -49,7 +49,7 @@ from tracecard.server.proxy.relay import (
     relay_sse,
     send_whole,
 )
-from tracecard.server.proxy.sessions import choose_run
+from tracecard.server.proxy.sessions import choose_run, names_a_run, unnamed_run
 from tracecard.server.proxy.state import ProxyState, Upstream
 from tracecard.server.proxy.transport import Answer
 from tracecard.server.proxy.visibility import filter_body, filtering_sse, hidden_for
@@ -57,6 +57,7 @@ from tracecard.server.recording.recorder import Exchange, parse_json
 from tracecard.server.runs.registry import RunInfo
 from tracecard.traces import semconv
 
+_NO_TOOLS: frozenset[str] = frozenset()
 CANCELLED = "cancelled"  # error.type of a call whose request was cancelled (shutdown past grace)
 
 
@@ -122,7 +123,10 @@ async def _post(
     parsed, parse_error = parse_json(body)
     messages = _messages(parsed)
     first = messages[0] if len(messages) == 1 else None
-    run = await choose_run(state, scope, upstream, headers, path_run, first)
+    if names_a_run(headers, path_run):
+        run = await choose_run(state, scope, upstream, headers, path_run, first)
+    else:  # (no coroutine for the usual request)
+        run = unnamed_run(state, scope, upstream, headers, first)
     exchange = _exchange(run, upstream, headers)
     calls = Calls(exchange)
     if not messages:
@@ -213,14 +217,21 @@ async def _forward_post(
     calls: Calls,
     body: bytes,
 ) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + upstream.timeout_s
-    hidden = hidden_for(upstream.settings, headers.role)
-    lists = [key for key, p in calls.requests.items() if p.method == "tools/list"] if hidden else []
+    deadline = asyncio.get_running_loop().time() + upstream.timeout_s
+    lists: list[str] = []
+    hidden = _NO_TOOLS
+    if upstream.settings.verifier_tools:
+        hidden = hidden_for(upstream.settings, headers.role)
+    if hidden:
+        lists = [key for key, p in calls.requests.items() if p.method == "tools/list"]
     if lists:  # the answer is rewritten: ask for it uncompressed
         headers.forward = [*_without_encoding(headers.forward), ("accept-encoding", "identity")]
-    url = upstream_url(upstream, scope.get("query_string", b""))
-    forward, cap = _forward(upstream, headers), state.recorder.redactor.cap
+    query = scope.get("query_string")
+    url = upstream_url(upstream, query) if query else upstream.target
+    forward = headers.forward
+    if upstream.extra_headers:
+        forward = forward + upstream.extra_headers
+    cap = state.recorder.redactor.cap
     fetched = await fetch(state.client, "POST", url, forward, body, send, deadline, cap)
     response = fetched.response
     if response is None or fetched.failure is not None:

@@ -125,11 +125,28 @@ async def choose_run(
 ) -> RunInfo:
     """The run: path, then `Tracecard-Run`, then baggage, else ad hoc: the MCP session's, else
     grouped by trace context or client (`stateless_key`)."""
-    runs = state.runtime.runs
-    if path_run or headers.run_id or headers.baggage:  # (no coroutine when nothing is named)
+    if path_run or headers.run_id or headers.baggage:
         info = await named_run(state, headers, path_run)
         if info is not None:
             return info
+    return unnamed_run(state, scope, upstream, headers, first)
+
+
+def names_a_run(headers: RequestHeaders, path_run: str | None) -> bool:
+    """Whether the request may name its run (path, `Tracecard-Run`, baggage): only then does
+    `choose_run` need to look a run up (and be awaited); else `unnamed_run` chooses at once."""
+    return bool(path_run or headers.run_id or headers.baggage)
+
+
+def unnamed_run(
+    state: ProxyState,
+    scope: Scope,
+    upstream: Upstream,
+    headers: RequestHeaders,
+    first: Mapping[str, Any] | None,
+) -> RunInfo:
+    """`choose_run` for a request that names no run: its MCP session's, else ad hoc."""
+    runs = state.runtime.runs
     if headers.session_id:
         key = (upstream.name, headers.session_id)
         info = state.session_runs.get(key)

@@ -38,7 +38,7 @@ DIRECTION: Final = "tracecard.mcp.direction"
 SERVER_TO_CLIENT: Final = "server_to_client"
 
 
-@dataclass
+@dataclass(slots=True)
 class Exchange:
     """Where a message travels: fixed per request (or per stdio process)."""
 
@@ -54,7 +54,7 @@ class Exchange:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class PendingCall:
     """A request whose span is open until its response (or failure) is recorded."""
 
@@ -135,7 +135,7 @@ class Recorder:
         attributes = self._base_attributes(exchange)
         attributes[semconv.MCP_METHOD_NAME] = method
         truncated = False
-        redactor = self.redactor_for(exchange.upstream)
+        redactor = self._plain if exchange.upstream in self.plain_upstreams else self.redactor
         request_id = message.get("id")
         if request_id is not None:
             attributes[semconv.JSONRPC_REQUEST_ID] = str(request_id)
@@ -146,7 +146,7 @@ class Recorder:
                 attributes[semconv.GEN_AI_TOOL_NAME] = target
             arguments, truncated = redactor.text(params.get("arguments") or {})
             attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = arguments
-            if target is not None:
+            if target is not None and "[redacted:" in arguments:  # (see `safety_checked`)
                 sent = params.get("arguments")
                 checked = self.safety_checked(exchange.run, target, lambda: sent, arguments)
                 if checked is not None:

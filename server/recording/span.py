@@ -19,6 +19,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util import types
@@ -28,6 +29,12 @@ from tracecard.traces.store import SpanDict
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _UNSET = Status(StatusCode.UNSET)
+_UNSET_ROW = {"code": STORED_STATUS[StatusCode.UNSET], "message": None}  # (copied per row)
+_CLIENT = STORED_KIND[SpanKind.CLIENT]
+# `on_start` of these processors does nothing: a span's start is not handed to them
+_NO_START = frozenset(
+    {SpanProcessor.on_start, BatchSpanProcessor.on_start, SimpleSpanProcessor.on_start}
+)
 
 
 class SpanSink:
@@ -37,6 +44,7 @@ class SpanSink:
         "_others",
         "_rows",
         "_seen",
+        "_starts",
         "id_generator",
         "processor",
         "resource",
@@ -64,6 +72,7 @@ class SpanSink:
         self._seen: tuple[SpanProcessor, ...] | None = None
         self._rows: tuple[StoringBatchProcessor, ...] = ()
         self._others: tuple[SpanProcessor, ...] = ()
+        self._starts: tuple[SpanProcessor, ...] = ()
 
     def targets(self) -> tuple[tuple[StoringBatchProcessor, ...], tuple[SpanProcessor, ...]]:
         """The processors that take stored rows, and the others (which get `ReadableSpan`s);
@@ -80,6 +89,9 @@ class SpanSink:
                 if not isinstance(p, StoringBatchProcessor)
                 and type(p).on_end is not SpanProcessor.on_end  # (the base class ignores it)
             )
+            # the processors that do something when a span starts (the SDK's batch and simple
+            # processors do nothing then; the OTLP trace index does)
+            self._starts = tuple(p for p in processors if type(p).on_start not in _NO_START)
         return self._rows, self._others
 
     def start(
@@ -101,7 +113,9 @@ class SpanSink:
         span = RecordedSpan(self, name, context, parent, attributes, start_ns or time.time_ns())
         # processors see it start too (the OTLP ingest indexes trace id -> run id there);
         # duck-typed: they read `attributes` and `get_span_context()` as of an SDK span
-        self.processor.on_start(span)  # type: ignore[arg-type]
+        self.targets()
+        for processor in self._starts:
+            processor.on_start(span)  # type: ignore[arg-type]
         return span
 
 
@@ -109,7 +123,20 @@ def parent_of(context: Context | None) -> SpanContext | None:
     """The span context that `context` names as current, if any."""
     if context is None:
         return None
-    return trace.get_current_span(context).get_span_context()
+    last = _last_parent  # a context is immutable: the one asked last (a run's) is answered again
+    if last[0] is context:
+        return last[1]
+    found = trace.get_current_span(context).get_span_context()
+    _remember_parent(context, found)
+    return found
+
+
+_last_parent: tuple[Context | None, SpanContext | None] = (None, None)
+
+
+def _remember_parent(context: Context, found: SpanContext) -> None:
+    global _last_parent
+    _last_parent = (context, found)  # one tuple: read whole by any thread
 
 
 class RecordedSpan(trace.Span):
@@ -172,10 +199,14 @@ class RecordedSpan(trace.Span):
             "span_id": format(context.span_id, "016x"),
             "parent_span_id": format(parent.span_id, "016x") if parent is not None else None,
             "name": self.name,
-            "kind": STORED_KIND[SpanKind.CLIENT],
+            "kind": _CLIENT,
             "start_time_unix_nano": self.start_ns,
             "end_time_unix_nano": self.end_ns,
-            "status": {"code": STORED_STATUS[status.status_code], "message": status.description},
+            "status": (
+                {**_UNSET_ROW}
+                if status is _UNSET
+                else {"code": STORED_STATUS[status.status_code], "message": status.description}
+            ),
             "attributes": self.attributes,
             "events": [
                 {
@@ -184,7 +215,9 @@ class RecordedSpan(trace.Span):
                     "attributes": dict(e.attributes) if e.attributes else {},
                 }
                 for e in self.events
-            ],
+            ]
+            if self.events
+            else [],
             "resource": self._sink.resource_row,
             "scope": self._sink.scope.name,
         }
