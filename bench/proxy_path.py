@@ -34,15 +34,25 @@ import orjson
 HERE = Path(__file__).resolve().parents[1]
 
 
-def _request(call_id: int) -> bytes:
-    params = {
-        "name": "echo",
-        "arguments": {"text": "hi"},
-        "_meta": {
+_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"},
+    },
+}
+
+
+def _request(call_id: int, mode: str = "stateless") -> bytes:
+    params: dict[str, Any] = {"name": "echo", "arguments": {"text": "hi"}}
+    if mode == "stateless":
+        params["_meta"] = {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {},
-        },
-    }
+        }
     message = {"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": params}
     return orjson.dumps(message)
 
@@ -53,9 +63,6 @@ _HEADERS = [
     (b"accept", b"application/json, text/event-stream"),
     (b"accept-encoding", b"gzip, deflate"),
     (b"content-type", b"application/json"),
-    (b"mcp-protocol-version", b"2026-07-28"),
-    (b"mcp-method", b"tools/call"),
-    (b"mcp-name", b"echo"),
 ]
 
 
@@ -97,10 +104,8 @@ async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
     counter = 0
     failures = 0
 
-    async def one() -> None:
-        nonlocal counter, failures
-        counter += 1
-        body = _request(counter)
+    async def post(message: bytes, extra: list[tuple[bytes, bytes]]) -> tuple[int, Any, bytes]:
+        """One POST to /mcp/json as uvicorn would hand it over: (status, headers, body)."""
         scope = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.4"},
@@ -113,7 +118,7 @@ async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
             "path": "/mcp/json",
             "raw_path": b"/mcp/json",
             "query_string": b"",
-            "headers": [*_HEADERS, (b"content-length", str(len(body)).encode())],
+            "headers": [*_HEADERS, *extra, (b"content-length", str(len(message)).encode())],
             "state": {},
         }
         sent = False
@@ -122,31 +127,51 @@ async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
             nonlocal sent
             if not sent:
                 sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
+                return {"type": "http.request", "body": message, "more_body": False}
             await asyncio.Event().wait()
             return {"type": "http.disconnect"}
 
         answer: list[bytes] = []
-        status = [0]
+        start: dict[str, Any] = {}
 
-        async def send(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
+        async def send(event: Any) -> None:
+            if event["type"] == "http.response.start":
+                start.update(event)
             else:
-                answer.append(message.get("body", b""))
+                answer.append(event.get("body", b""))
 
         await app(scope, receive, send)
-        if status[0] != 200 or b'"hi"' not in b"".join(answer):
+        return start.get("status", 0), start.get("headers", []), b"".join(answer)
+
+    sessions: list[list[tuple[bytes, bytes]]] = []
+    if args.mode == "session":  # one MCP session per client, opened before any round
+        for _ in range(args.clients):
+            status, headers, _body = await post(orjson.dumps(_INITIALIZE), [])
+            session = next(v for k, v in headers if k.lower() == b"mcp-session-id")
+            extra = [(b"mcp-session-id", session), (b"mcp-protocol-version", b"2025-11-25")]
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await post(orjson.dumps(note), extra)
+            sessions.append(extra)
+    else:
+        modern = [(b"mcp-protocol-version", b"2026-07-28")]
+        modern += [(b"mcp-method", b"tools/call"), (b"mcp-name", b"echo")]
+        sessions = [modern] * args.clients
+
+    async def one(extra: list[tuple[bytes, bytes]]) -> None:
+        nonlocal counter, failures
+        counter += 1
+        status, _headers, answer = await post(_request(counter, args.mode), extra)
+        if status != 200 or b'"hi"' not in answer:
             failures += 1
 
     async def batch(calls: int) -> None:
         queue = iter(range(calls))
 
-        async def client() -> None:
+        async def client(extra: list[tuple[bytes, bytes]]) -> None:
             for _ in queue:
-                await one()
+                await one(extra)
 
-        await asyncio.gather(*(client() for _ in range(args.clients)))
+        await asyncio.gather(*(client(sessions[i]) for i in range(args.clients)))
 
     await batch(500)  # warm-up: connections, caches
     await asyncio.sleep(0.5)
@@ -279,6 +304,12 @@ def _child(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=4000, help="calls per round")
+    parser.add_argument(
+        "--mode",
+        choices=["stateless", "session"],
+        default="stateless",
+        help="stateless + JSON (2026-07-28) or sessions + SSE (2025-11-25)",
+    )
     parser.add_argument("--clients", type=int, default=32, help="calls in flight")
     parser.add_argument("--rounds", type=int, default=4, help="rounds per checkout")
     parser.add_argument("--compare", action="append", type=Path, default=[])
@@ -315,12 +346,14 @@ def main() -> None:
         arms[name] = arm
     roots = {name: Path(arm["root"]) for name, arm in arms.items()}
     results: dict[str, list[dict[str, float]]] = {name: [] for name in roots}
-    with tempfile.TemporaryDirectory() as folder, mcp_tool_server("--stateless", "--json") as url:
+    flags = ("--stateless", "--json") if args.mode == "stateless" else ()
+    with tempfile.TemporaryDirectory() as folder, mcp_tool_server(*flags) as url:
         children = {}
         for name, root in roots.items():
             command = [sys.executable, __file__, "--child", "--root", str(root)]
             command += ["--upstream", url, "--db", f"sqlite:///{folder}/{name}.db"]
             command += ["--calls", str(args.calls), "--clients", str(args.clients)]
+            command += ["--mode", args.mode]
             command += ["--rounds-each", str(args.rounds)]
             command += ["--app", arms[name]["app"]]
             if "patch" in arms[name]:
