@@ -203,6 +203,13 @@ def response_headers(
 
 
 _LENGTH = b"content-length"
+_DROP_STREAM = _DROP_RESPONSE | {_LENGTH}
+
+
+def stream_headers(raw: tuple[tuple[bytes, bytes], ...]) -> list[tuple[bytes, bytes]]:
+    """The head of a streamed answer: the upstream's headers without hop-by-hop ones and
+    without Content-Length (tracecard may add events of its own), in one pass."""
+    return [(name, value) for name, value in raw if name.lower() not in _DROP_STREAM]
 
 
 async def open_upstream(

@@ -38,8 +38,8 @@ from tracecard.server.proxy.enforce import Started, answer_enforced, enforce_dec
 from tracecard.server.proxy.errors import ProxyError
 from tracecard.server.proxy.forward import (
     RequestHeaders,
-    response_headers,
     scan_request_headers,
+    stream_headers,
     upstream_url,
 )
 from tracecard.server.proxy.relay import (
@@ -319,11 +319,7 @@ def _without_encoding(forward: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 async def _send_stream_head(send: Send, response: Answer) -> None:
     """The head of a streamed answer; no Content-Length, tracecard may add events of its own."""
-    headers = [
-        (name, value)
-        for name, value in response_headers(response.raw_headers)
-        if name.lower() != b"content-length"
-    ]
+    headers = stream_headers(response.raw_headers)
     await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
 
 

@@ -265,18 +265,20 @@ async def relay_sse(
 ) -> None:
     """Stream the events on as they arrive, recording each one after it went out."""
     parser = SseParser(state.runtime.settings.max_sse_event_bytes)
-    decoder = Decoder(response.headers.get("Content-Encoding", ""))
+    encoding = response.headers.get("Content-Encoding")
+    decoder = Decoder(encoding) if encoding else None  # (None: the usual, nothing to decode)
     watcher = StreamWatch(receive, calls, state.runtime.draining)
     error: str | None = None
     event_id: str | None = None  # the last event id seen: the client may resume after it
     tail = b""  # the last byte the agent got
+    read = response.read_chunk
     try:
         async with asyncio.timeout_at(deadline) as timer:
-            async for chunk in response.aiter_raw():
+            while chunk := await read():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 tail = chunk[-1:] or tail
                 try:
-                    events = parser.feed(decoder.feed(chunk))
+                    events = parser.feed(chunk if decoder is None else decoder.feed(chunk))
                 except SseEventTooLarge as too_large:
                     events, error = too_large.events, semconv.ERR_TOO_LARGE
                     _mark_cut(state, calls, too_large)
@@ -288,6 +290,7 @@ async def relay_sse(
                     break  # the agent has half an event: it is ended and answered below
                 if deadline is not None and not calls.requests:
                     timer.reschedule(None)  # answered: the rest of the stream has no deadline
+                    deadline = None
     except TIMEOUT_ERRORS:
         error = semconv.ERR_TIMEOUT
     except STREAM_ERRORS:

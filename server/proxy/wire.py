@@ -23,6 +23,7 @@ import asyncio
 import socket
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable
+from operator import itemgetter
 from typing import TypeVar, overload
 
 import aiohttp
@@ -72,7 +73,6 @@ class _Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.head: asyncio.Future[int] | None = None
         self.raw: list[tuple[bytes, bytes]] = []
-        self.first: dict[bytes, bytes] = {}  # lowered name -> its first value (lookups)
         self.chunks: deque[bytes] = deque()
         self.buffered = 0
         self.waiter: asyncio.Future[None] | None = None
@@ -119,7 +119,6 @@ class _Connection(asyncio.Protocol):
     # -- httptools
     def on_header(self, name: bytes, value: bytes) -> None:
         self.raw.append((name, value))
-        self.first.setdefault(name.lower(), value)
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
@@ -146,7 +145,6 @@ class _Connection(asyncio.Protocol):
         if self.interim:
             self.interim = False
             self.raw = []
-            self.first = {}
             return
         if self.done:  # a second answer nobody asked for
             self.reusable = False
@@ -195,6 +193,7 @@ def _text(raw: bytes) -> str:
 
 
 _WANTED: dict[str, bytes] = {}  # header names asked for, as the lowered bytes looked up
+_NAME, _VALUE = itemgetter(0), itemgetter(1)
 
 
 def _wanted(name: str) -> bytes:
@@ -210,16 +209,14 @@ class WireHeaders:
 
     __slots__ = ("_first", "_raw")
 
-    def __init__(
-        self, raw: tuple[tuple[bytes, bytes], ...], first: dict[bytes, bytes] | None = None
-    ) -> None:
-        """`first`: each lowered name's first value, when the parser has it already."""
+    def __init__(self, raw: tuple[tuple[bytes, bytes], ...]) -> None:
         self._raw = raw
-        if first is None:
-            first = {}
-            for key, value in raw:
-                first.setdefault(key.lower(), value)
-        self._first = first
+        # each lowered name's first value: built from the last pair to the first, so that the
+        # first one of a repeated name is the one kept (all in C: no Python step a header)
+        backwards = raw[::-1]
+        self._first = dict(
+            zip(map(bytes.lower, map(_NAME, backwards)), map(_VALUE, backwards), strict=True)
+        )
 
     @overload
     def get(self, name: str) -> str | None: ...
@@ -248,19 +245,15 @@ class WireHeaders:
 class WireResponse:
     """An answer whose head has arrived (the `UpstreamResponse` interface)."""
 
-    __slots__ = ("_client", "_conn", "_headers", "raw_headers", "status_code")
+    __slots__ = ("_client", "_conn", "headers", "raw_headers", "status_code")
 
     def __init__(self, client: WireClient, conn: _Connection, status: int) -> None:
         self._client = client
         self._conn: _Connection | None = conn
         self.status_code = status
         self.raw_headers: tuple[tuple[bytes, bytes], ...] = tuple(conn.raw)
-        self._headers = WireHeaders(self.raw_headers, conn.first)
-
-    @property
-    def headers(self) -> WireHeaders:
-        """Case-insensitive lookups, values decoded as aiohttp decodes them."""
-        return self._headers
+        # case-insensitive lookups, values decoded as aiohttp decodes them
+        self.headers = WireHeaders(self.raw_headers)
 
     async def read_chunk(self) -> bytes:
         """The body's bytes that arrived since the last read; b"" at its end."""
@@ -480,7 +473,6 @@ class WireClient:
             self._free_slot()
         if conn.done and conn.reusable and not conn.closed and not conn.chunks:
             conn.head, conn.raw, conn.done, conn.reusable = None, [], False, False
-            conn.first = {}
             conn.buffered, conn.error = 0, None
             if conn.paused and conn.transport is not None:
                 conn.paused = False
