@@ -12,7 +12,8 @@ JSON-RPC client on aiohttp:
 
 A bare aiohttp pass-through that records nothing (`bench/bare_hop.py`, named `hop`) runs in the
 same rounds, so every tracecard's CPU per call is also given as a multiple of that hop's
-(`*_cpu_vs_hop`; issue #24's target is at most 1.0).
+(`*_cpu_vs_hop`, and `*_cpu_vs_hop_median` of each round's own ratio, steadier on a machine
+whose speed drifts; issue #24's target is at most 1.0).
 
 `--compare PATH` (repeatable) also starts a tracecard from another checkout (e.g. a
 `git worktree` of an earlier commit), named after its folder, and alternates it with the
@@ -250,6 +251,11 @@ async def measure(
                 mean_cpu, mean_rate = statistics.mean(cpu[name]), statistics.mean(rates[name])
                 concurrent[f"{name}_cpu_vs_hop"] = round(mean_cpu / hop_cpu, 3)
                 concurrent[f"{name}_rate_vs_hop"] = round(mean_rate / hop_rate, 3)
+                # each round's own ratio (the paths of a round run back to back, so a machine
+                # whose speed drifts between rounds moves both sides of it), and their median
+                per_round = [c / h for c, h in zip(cpu[name], cpu["hop"], strict=True)]
+                concurrent[f"{name}_cpu_vs_hop_rounds"] = [round(r, 3) for r in per_round]
+                concurrent[f"{name}_cpu_vs_hop_median"] = round(statistics.median(per_round), 3)
     result["concurrent"] = concurrent
     return result
 
