@@ -8,8 +8,8 @@ no uvicorn, no agent-side socket. CPU is read with `time.thread_time` (the loop 
 `time.process_time` (every thread: the exporter's and the spool's too), which count neither the
 upstream's CPU nor time the thread was preempted.
 
-`--profile cprofile` prints the loop thread's top functions by own time (cProfile inflates every
-function call, so read it for ranks, not figures); `--compare PATH` runs another checkout in a
+`--profile opcodes` counts the loop thread's Python bytecodes, calls and C calls a call, by
+function (exact, where CPU clocks drift); `--compare PATH` runs another checkout in a
 subprocess in alternating rounds (paired A/B).
 
     .venv/bin/python bench/proxy_path.py [--calls 4000] [--clients 32] [--rounds 4]
@@ -32,18 +32,6 @@ from typing import Any
 import orjson
 
 HERE = Path(__file__).resolve().parents[1]
-
-
-_INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "bench", "version": "1"},
-    },
-}
 
 
 def _request(call_id: int, mode: str = "stateless") -> bytes:
@@ -89,6 +77,7 @@ async def _lifespan(app: Any) -> tuple[asyncio.Task[Any], asyncio.Queue[Any]]:
 
 async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
     sys.path.insert(0, str(Path(args.root).resolve()))
+    from tests.support.proxy import rpc
     from tracecard.server.app import asgi_app
     from tracecard.server.settings import load_settings
 
@@ -146,11 +135,12 @@ async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
     sessions: list[list[tuple[bytes, bytes]]] = []
     if args.mode == "session":  # one MCP session per client, opened before any round
         for _ in range(args.clients):
-            status, headers, _body = await post(orjson.dumps(_INITIALIZE), [])
+            hello = {"capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
+            hello["protocolVersion"] = "2025-11-25"
+            status, headers, _body = await post(orjson.dumps(rpc("initialize", hello, id=0)), [])
             session = next(v for k, v in headers if k.lower() == b"mcp-session-id")
             extra = [(b"mcp-session-id", session), (b"mcp-protocol-version", b"2025-11-25")]
-            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-            await post(orjson.dumps(note), extra)
+            await post(orjson.dumps(rpc("notifications/initialized", id=None)), extra)
             sessions.append(extra)
     else:
         modern = [(b"mcp-protocol-version", b"2026-07-28")]
@@ -179,16 +169,10 @@ async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
         request = sys.stdin.readline()
         if not request:
             break
-        profiler: Any = None
         counts = {"opcode": 0, "call": 0, "c_call": 0}
         where: dict[str, int] = {}
         if args.profile == "opcodes":  # deterministic: Python bytecodes and calls a request
             _count_opcodes(counts, where)
-        if args.profile == "cprofile":
-            import cProfile
-
-            profiler = cProfile.Profile()
-            profiler.enable()
         threads0 = _threads()
         t0, p0 = time.thread_time(), time.process_time()
         await batch(args.calls)
@@ -202,12 +186,6 @@ async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
         await asyncio.sleep(0.4)  # the exporter's last batch (flush interval 0.2 s)
         p1 = time.process_time()
         threads1 = _threads()
-        if profiler is not None:
-            profiler.disable()
-            import pstats
-
-            profiler.dump_stats(f"/tmp/proxy_path.{os.getpid()}.prof")
-            pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(45)
         result = {
             "loop_us": (t1 - t0) / args.calls * 1e6,
             "process_us": (p1 - p0) / args.calls * 1e6,
@@ -313,7 +291,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32, help="calls in flight")
     parser.add_argument("--rounds", type=int, default=4, help="rounds per checkout")
     parser.add_argument("--compare", action="append", type=Path, default=[])
-    parser.add_argument("--profile", choices=["cprofile", "opcodes"], default=None)
+    parser.add_argument("--profile", choices=["opcodes"], default=None)
     parser.add_argument("--top", type=int, default=40, help="functions listed by --profile")
     parser.add_argument("--app", choices=["tracecard", "wire", "router"], default="tracecard")
     parser.add_argument(

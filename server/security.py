@@ -34,11 +34,11 @@ from tracecard.server.asgi import (
     send_bytes,
 )
 from tracecard.server.credentials import (
-    TOKEN_HEADER,
     cookie_token_matches,
     has_cookie,
     without_own_credentials,
 )
+from tracecard.server.guard_request import CSRF, READ, GuardRequest
 from tracecard.server.login import TOKEN_COOKIE, login
 from tracecard.server.proxy.routing import ROUTE_KEY, match
 from tracecard.server.settings import LOOPBACK, Settings
@@ -134,98 +134,12 @@ class Policy:
         return cls(hosts, frozenset(extra_origins), token)
 
 
-# What the guard reads of a header, by name (one dict lookup a header; every other name is
-# passed over). The viewer's CSRF header is looked up beside these (`_CSRF`).
-_HOST, _ORIGIN, _SITE, _MODE, _MEDIA, _LENGTH, _CHUNKED, _TOKEN, _BEARER, _COOKIE, _CSRF = range(11)
-_CREDENTIALS: Final = frozenset({TOKEN_HEADER, b"authorization", b"cookie"})
-_READ: Final = {
-    b"host": _HOST,
-    b"origin": _ORIGIN,
-    b"sec-fetch-site": _SITE,
-    b"sec-fetch-mode": _MODE,
-    b"content-type": _MEDIA,
-    b"content-length": _LENGTH,
-    b"transfer-encoding": _CHUNKED,
-    TOKEN_HEADER: _TOKEN,
-    b"authorization": _BEARER,
-    b"cookie": _COOKIE,
-}
+class _Step(Enum):
+    """What a request needs after the checks, when it is more than passing on."""
 
-
-@dataclass(slots=True)
-class _Request:
-    """The headers the guard reads, from one pass over the ASGI headers."""
-
-    host: str = ""
-    origin: str | None = None
-    fetch_site: str = ""
-    fetch_mode: str = ""
-    media: str | None = None
-    has_body: bool = False
-    header_token: list[str] | None = None
-    cookie: str | None = None
-    csrf_header: str | None = None
-    credentials: bool = False  # a token header, an Authorization or a Cookie: may hold ours
-
-    @classmethod
-    def scan(cls, raw: list[tuple[bytes, bytes]], read: dict[bytes, int], form: bytes) -> _Request:
-        """`read`: `_READ` with the viewer's CSRF header `form` added (`SecurityGuard._read`)."""
-        named = dict(raw)
-        if len(named) != len(raw) or _CREDENTIALS.intersection(named):
-            return cls.scan_each(raw, read)  # a name given twice, or one that may hold a token
-        # every name once and no credential (the usual proxied request): looked up
-        host, origin = named.get(b"host"), named.get(b"origin")
-        site, mode = named.get(b"sec-fetch-site"), named.get(b"sec-fetch-mode")
-        media, length = named.get(b"content-type"), named.get(b"content-length")
-        csrf = named.get(form)
-        return cls(
-            host=host.decode("latin-1") if host is not None else "",
-            origin=origin.decode("latin-1") if origin is not None else None,
-            fetch_site=site.decode("latin-1").lower() if site is not None else "",
-            fetch_mode=mode.decode("latin-1").lower() if mode is not None else "",
-            media=(
-                media.decode("latin-1").split(";", 1)[0].strip().lower()
-                if media is not None
-                else None
-            ),
-            has_body=(length is not None and length.strip() not in (b"", b"0"))
-            or b"transfer-encoding" in named,
-            csrf_header=csrf.decode("latin-1") if csrf is not None else None,
-        )
-
-    @classmethod
-    def scan_each(cls, raw: list[tuple[bytes, bytes]], read: dict[bytes, int]) -> _Request:
-        """`scan` one header at a time (a name given twice, credentials)."""
-        found = cls()
-        for name, value in raw:
-            kind = read.get(name)
-            if kind is None:
-                continue
-            if kind == _HOST:
-                found.host = value.decode("latin-1")
-            elif kind == _MEDIA:
-                found.media = value.decode("latin-1").split(";", 1)[0].strip().lower()
-            elif kind == _LENGTH:
-                found.has_body = found.has_body or value.strip() not in (b"", b"0")
-            elif kind == _ORIGIN:
-                found.origin = value.decode("latin-1")
-            elif kind == _SITE:
-                found.fetch_site = value.decode("latin-1").lower()
-            elif kind == _MODE:
-                found.fetch_mode = value.decode("latin-1").lower()
-            elif kind == _CHUNKED:
-                found.has_body = True
-            elif kind == _TOKEN or kind == _BEARER:
-                found.credentials = True
-                if kind == _TOKEN or value[:7].lower() == b"bearer ":
-                    presented = value if kind == _TOKEN else value[7:]
-                    found.header_token = [*(found.header_token or []), presented.decode("latin-1")]
-            elif kind == _COOKIE:
-                found.credentials = True
-                found.cookie = value.decode("latin-1")
-            else:  # _CSRF
-                found.csrf_header = value.decode("latin-1")
-        return found
+    LOGIN = "login"  # /login with a token configured: the sign-in page answers it
+    SIGN_IN = "sign_in"  # a page asked for without signing in: redirected to /login
+    CSRF = "csrf"  # a viewer form: its CSRF token is checked (the body may be read)
 
 
 class Refused(Exception):
@@ -246,7 +160,7 @@ class SecurityGuard:
         self.policy = Policy.of(settings)
         self.forms = forms
         self._form = forms.header.lower().encode()
-        self._read = {**_READ, self._form: _CSRF}
+        self._read = {**READ, self._form: CSRF}
         self._own_cookies = frozenset({TOKEN_COOKIE, forms.cookie})
         self._hosts_seen: set[str] = set()  # Host values that passed (`_check_host`), bounded
 
@@ -255,9 +169,10 @@ class SecurityGuard:
             await self.app(scope, receive, send)
             return
         try:
-            passed = self._check_proxied(scope, receive)
-            if passed is None:
-                passed = await self._check(scope, receive, send)
+            request, step = self._check(scope)
+            passed: Receive | None = receive
+            if step is not None:  # the rarer requests that need a wait (no coroutine otherwise)
+                passed = await self._finish(step, request, scope, receive, send)
         except Refused as refused:
             body = orjson.dumps({"status_code": refused.status, "detail": refused.detail})
             await send_bytes(send, refused.status, body, headers=refused.headers)
@@ -265,28 +180,10 @@ class SecurityGuard:
         if passed is not None:
             await self.app(scope, passed, send)
 
-    def _check_proxied(self, scope: Scope, receive: Receive) -> Receive | None:
-        """The proxy's usual request (MCP or a plain HTTP tool, no API token configured) checked
-        without a coroutine of its own: the checks `_check` makes, in its order. None: any other
-        request, for `_check`."""
-        if self.policy.token is not None:
-            return None
-        path: str = scope["path"]
-        route = route_of(path, scope)
-        if route is not Route.MCP and route is not Route.HTTP_TOOL:
-            return None
-        request = _Request.scan(scope.get("headers", []), self._read, self._form)
-        method: str = scope["method"]
-        self._check_host(request)
-        self._check_origin(request, method)
-        _check_media(request, method, route, path)
-        if request.credentials:
-            scope["headers"] = without_own_credentials(scope["headers"], None, self._own_cookies)
-        return receive
-
-    async def _check(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
-        """The receive to hand on (replaying a body read here); None when answered here."""
-        request = _Request.scan(scope.get("headers", []), self._read, self._form)
+    def _check(self, scope: Scope) -> tuple[GuardRequest, _Step | None]:
+        """Every check that needs no wait, in order; raises `Refused`. The step left to take
+        (sign-in page, redirect to it, the viewer's CSRF token), or None to pass on as it is."""
+        request = GuardRequest.scan(scope.get("headers", []), self._read, self._form)
         method: str = scope["method"]
         path: str = scope["path"]
         route = route_of(path, scope)
@@ -295,23 +192,34 @@ class SecurityGuard:
         policy = self.policy
         if policy.token is not None:
             if path == "/login":
-                await login(scope, receive, send, policy.token)
-                return None
+                return request, _Step.LOGIN
             if route is not Route.OPEN and not self._signed_in(request, method, route):
                 if method == "GET" and b"text/html" in _header(scope, b"accept"):
-                    await send_bytes(send, 303, b"", None, [(b"location", b"/login")])
-                    return None
+                    return request, _Step.SIGN_IN
                 raise _unauthorised(request, method)
         _check_media(request, method, route, path)
         if route is Route.VIEWER and method not in SAFE_METHODS:
-            return await self._check_csrf(request, receive)
+            return request, _Step.CSRF
         if route in (Route.MCP, Route.HTTP_TOOL) and request.credentials:
             scope["headers"] = without_own_credentials(
                 scope["headers"], policy.token, self._own_cookies
             )
-        return receive
+        return request, None
 
-    def _check_host(self, request: _Request) -> None:
+    async def _finish(
+        self, step: _Step, request: GuardRequest, scope: Scope, receive: Receive, send: Send
+    ) -> Receive | None:
+        """The receive to hand on (replaying a body read here); None when answered here."""
+        if step is _Step.LOGIN:
+            assert self.policy.token is not None
+            await login(scope, receive, send, self.policy.token)
+            return None
+        if step is _Step.SIGN_IN:
+            await send_bytes(send, 303, b"", None, [(b"location", b"/login")])
+            return None
+        return await self._check_csrf(request, receive)
+
+    def _check_host(self, request: GuardRequest) -> None:
         hosts = self.policy.hosts
         if hosts is None or not request.host or request.host in self._hosts_seen:
             return
@@ -327,7 +235,7 @@ class SecurityGuard:
             "TRACECARD_ALLOWED_HOSTS",
         )
 
-    def _check_origin(self, request: _Request, method: str) -> None:
+    def _check_origin(self, request: GuardRequest, method: str) -> None:
         origin = request.origin
         if origin is not None:
             named = _origin_of(origin)
@@ -349,7 +257,7 @@ class SecurityGuard:
                 "(Sec-Fetch-Site): tracecard answers its own pages only",
             )
 
-    def _signed_in(self, request: _Request, method: str, route: Route) -> bool:
+    def _signed_in(self, request: GuardRequest, method: str, route: Route) -> bool:
         expected = self.policy.token
         assert expected is not None
         for presented in request.header_token or ():
@@ -361,7 +269,7 @@ class SecurityGuard:
             return False
         return cookie_token_matches(request.cookie, expected)
 
-    async def _check_csrf(self, request: _Request, receive: Receive) -> Receive:
+    async def _check_csrf(self, request: GuardRequest, receive: Receive) -> Receive:
         token = request.csrf_header
         replay = receive
         if token is None and request.media == _FORM:
@@ -382,7 +290,7 @@ class SecurityGuard:
         return replay
 
 
-def _check_media(request: _Request, method: str, route: Route, path: str) -> None:
+def _check_media(request: GuardRequest, method: str, route: Route, path: str) -> None:
     """JSON for the API and MCP; no CORS-safelisted body type for a plain HTTP tool."""
     if method in SAFE_METHODS:
         return
@@ -412,7 +320,7 @@ def _unsupported(path: str, media: str | None, accepted: str) -> Refused:
     )
 
 
-def _unauthorised(request: _Request, method: str) -> Refused:
+def _unauthorised(request: GuardRequest, method: str) -> Refused:
     if method not in SAFE_METHODS and has_cookie(request.cookie, TOKEN_COOKIE):
         detail = (
             "the sign-in cookie opens the viewer only: for the API, the proxy and OTLP send the "

@@ -71,24 +71,6 @@ def block_call(recorder: Recorder, pending: PendingCall, decision: Any) -> dict[
 Decisions = tuple[dict[int, Any], dict[int, str]]  # blocked: index -> decision; refused: -> tool
 
 
-async def enforce_calls(
-    state: ProxyState,
-    calls: Calls,
-    send: Send,
-    started: Started,
-    headers: RequestHeaders,
-    batch: bool,
-) -> bool:
-    """True when a call was blocked and the agent has been answered (nothing is forwarded).
-
-    An agent's call of a verifier-only tool is refused here too (server/proxy/visibility.py)."""
-    decisions = enforce_decisions(state, calls, started, headers)
-    if decisions is None:
-        return False
-    await answer_enforced(state, calls, send, started, headers, batch, decisions)
-    return True
-
-
 def enforce_decisions(
     state: ProxyState, calls: Calls, started: Started, headers: RequestHeaders
 ) -> Decisions | None:

@@ -93,18 +93,6 @@ _REQUEST_KINDS: dict[bytes, int] = {
     b"tracestate": _STATE,
     b"tracecard-role": _ROLE,
 }
-# Header names as text, decoded once (an agent sends the same dozen names on every request).
-_NAME_TEXT: dict[bytes, str] = {}
-_NAME_TEXT_MAX = 512
-
-
-def _name_text(name: bytes) -> str:
-    text = _NAME_TEXT.get(name)
-    if text is None:
-        text = name.decode("latin-1")
-        if len(_NAME_TEXT) < _NAME_TEXT_MAX:
-            _NAME_TEXT[name] = text
-    return text
 
 
 def scan_request_headers(raw: list[tuple[bytes, bytes]], verifier_key: str = "") -> RequestHeaders:
@@ -151,8 +139,7 @@ def _scan_each(raw: list[tuple[bytes, bytes]], verifier_key: str) -> RequestHead
     for name, value in raw:
         kind = kinds.get(name)
         if kind is None:
-            text = _NAME_TEXT.get(name) or _name_text(name)
-            forward.append((text, value.decode("latin-1")))
+            forward.append((name.decode("latin-1"), value.decode("latin-1")))
             continue
         if kind < 0:  # not forwarded
             if kind == _LENGTH_IN:
@@ -184,7 +171,7 @@ def _scan_each(raw: list[tuple[bytes, bytes]], verifier_key: str) -> RequestHead
             found.tracestate = text
         else:  # _ROLE
             found.role_header = text[:64]
-        forward.append((_NAME_TEXT.get(name) or _name_text(name), text))
+        forward.append((name.decode("latin-1"), text))
     if connection_listed and connection_listed - {b"keep-alive", b"close"}:
         found.forward = [(n, v) for n, v in forward if n.lower().encode() not in connection_listed]
     return found

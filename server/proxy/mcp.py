@@ -12,17 +12,13 @@ import contextlib
 import time
 from typing import Any
 
-import aiohttp
 import orjson
 
 from tracecard.server.asgi import (
-    CODE_UPSTREAM,
     Receive,
     Scope,
     Send,
-    jsonrpc_error,
     read_body,
-    send_jsonrpc,
 )
 from tracecard.server.proxy.calls import (
     Calls,
@@ -42,9 +38,11 @@ from tracecard.server.proxy.forward import (
     stream_headers,
     upstream_url,
 )
+from tracecard.server.proxy.mcp_failures import answer_failure, answer_unanswered
 from tracecard.server.proxy.relay import (
     TIMEOUT_ERRORS,
     Decoder,
+    decoder_for,
     fetch,
     relay_sse,
     send_whole,
@@ -57,7 +55,6 @@ from tracecard.server.recording.recorder import Exchange, parse_json
 from tracecard.server.runs.registry import RunInfo
 from tracecard.traces import semconv
 
-_NO_TOOLS: frozenset[str] = frozenset()
 CANCELLED = "cancelled"  # error.type of a call whose request was cancelled (shutdown past grace)
 
 
@@ -218,24 +215,16 @@ async def _forward_post(
     body: bytes,
 ) -> None:
     deadline = asyncio.get_running_loop().time() + upstream.timeout_s
-    lists: list[str] = []
-    hidden = _NO_TOOLS
-    if upstream.settings.verifier_tools:
-        hidden = hidden_for(upstream.settings, headers.role)
-    if hidden:
-        lists = [key for key, p in calls.requests.items() if p.method == "tools/list"]
+    hidden = hidden_for(upstream.settings, headers.role)
+    lists = [key for key, p in calls.requests.items() if p.method == "tools/list"] if hidden else []
     if lists:  # the answer is rewritten: ask for it uncompressed
         headers.forward = [*_without_encoding(headers.forward), ("accept-encoding", "identity")]
-    query = scope.get("query_string")
-    url = upstream_url(upstream, query) if query else upstream.target
-    forward = headers.forward
-    if upstream.extra_headers:
-        forward = forward + upstream.extra_headers
-    cap = state.recorder.redactor.cap
+    url = upstream_url(upstream, scope.get("query_string", b""))
+    forward, cap = _forward(upstream, headers), state.recorder.redactor.cap
     fetched = await fetch(state.client, "POST", url, forward, body, send, deadline, cap)
     response = fetched.response
     if response is None or fetched.failure is not None:
-        await _unanswered(state, calls, send, upstream, fetched.failure)
+        await answer_unanswered(state, calls, send, upstream, fetched.failure)
         return
     status = response.status_code
     session = response.headers.get("Mcp-Session-Id")
@@ -258,20 +247,14 @@ async def _forward_post(
     assert relayed is not None  # not an event stream: its body was read
     parsed: Any = None
     if relayed.whole and relayed.kept and calls.requests:
-        encoding = response.headers.get("Content-Encoding")
-        if not encoding:  # (the usual answer: nothing to decode)
-            parsed, reason = parse_json(relayed.kept)
-            problem = None
-        else:
-            decoder = Decoder(encoding)
-            parsed, reason = parse_json(decoder.feed(relayed.kept))
-            problem = decoder.problem
-        if reason is not None and status < 300 and problem is None:
+        decoder = decoder_for(response.headers.get("Content-Encoding"))
+        parsed, reason = parse_json(relayed.kept if decoder is None else decoder.feed(relayed.kept))
+        if reason is not None and status < 300 and (decoder is None or decoder.problem is None):
             relayed.error = semconv.ERR_PROTOCOL  # e.g. cut at a Content-Length set too short
     if relayed.error is not None and not relayed.head_sent:
         # nothing reached the agent: every request gets a JSON-RPC error, not a broken body
         text = f"tracecard: upstream {upstream.name!r} broke off its answer ({relayed.error})"
-        await _answer_failure(state, calls, send, relayed.error, upstream, 502, text=text)
+        await answer_failure(state, calls, send, relayed.error, upstream, 502, text=text)
         record_agent_replies(state, calls)
         return
     if relayed.whole:
@@ -298,19 +281,6 @@ async def _forward_post(
         fail_open(state, calls, semconv.ERR_PROTOCOL, f"HTTP {status} without a JSON-RPC response")
     if calls.notifications:
         close_notifications(state, calls)
-
-
-async def _unanswered(
-    state: ProxyState, calls: Calls, send: Send, upstream: Upstream, failure: BaseException | None
-) -> None:
-    """No answer's head came: every request gets a JSON-RPC error saying why."""
-    if isinstance(failure, TIMEOUT_ERRORS):
-        await _answer_failure(state, calls, send, semconv.ERR_TIMEOUT, upstream, 504)
-    elif isinstance(failure, aiohttp.ClientResponseError):  # it answered, with broken HTTP
-        text = f"tracecard: upstream {upstream.name!r} broke off its answer ({failure.message})"
-        await _answer_failure(state, calls, send, semconv.ERR_PROTOCOL, upstream, 502, text=text)
-    else:
-        await _answer_failure(state, calls, send, semconv.ERR_UNAVAILABLE, upstream, 502, failure)
 
 
 def _without_encoding(forward: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -341,36 +311,6 @@ def _bind_session(
         if bound is not None and bound is not run:
             state.session_runs.pop(key)  # (its run ends, unless it is a named one)
     state.session_runs.bind(key, run)
-
-
-async def _answer_failure(
-    state: ProxyState,
-    calls: Calls,
-    send: Send,
-    error: str,
-    upstream: Upstream,
-    status: int,
-    exc: BaseException | None = None,
-    text: str | None = None,
-) -> None:
-    """The upstream never answered: every request gets a JSON-RPC error with its own id."""
-    if error == semconv.ERR_TIMEOUT:
-        text = f"tracecard: upstream {upstream.name!r} did not answer within {upstream.timeout_s}s"
-    elif text is None:
-        text = f"tracecard: upstream {upstream.name!r} is unavailable ({type(exc).__name__}: {exc})"
-    replies = [
-        jsonrpc_error(p.request_id, CODE_UPSTREAM, text, reason=error)
-        for p in calls.requests.values()
-    ]
-    fail_open(state, calls, error, text)
-    if calls.unparsable is not None:
-        calls.unparsable.set_attribute(semconv.ERROR_TYPE, error)
-        end_unparsable(calls, status)
-    # a request is owed a JSON-RPC answer (HTTP 200); a lone notification gets the HTTP status
-    if replies:
-        await send_jsonrpc(send, replies, len(replies) > 1, as_sse=False)
-    else:
-        await send_jsonrpc(send, [jsonrpc_error(None, CODE_UPSTREAM, text)], False, False, status)
 
 
 async def _other(

@@ -56,6 +56,11 @@ class Decoder:
             return b""
 
 
+def decoder_for(encoding: str | None) -> Decoder | None:
+    """The decoder of a `Content-Encoding` value; None when there is nothing to decode."""
+    return Decoder(encoding) if encoding and encoding.strip() else None
+
+
 # A stream is watched (for the agent hanging up, or the server draining) once it has lasted this
 # long: most streams (an SSE answer to one POST) end within a loop turn or two, and a watcher
 # for them cost three tasks a POST. A hang-up or a drain is seen at most this much later.
@@ -265,8 +270,7 @@ async def relay_sse(
 ) -> None:
     """Stream the events on as they arrive, recording each one after it went out."""
     parser = SseParser(state.runtime.settings.max_sse_event_bytes)
-    encoding = response.headers.get("Content-Encoding")
-    decoder = Decoder(encoding) if encoding else None  # (None: the usual, nothing to decode)
+    decoder = decoder_for(response.headers.get("Content-Encoding"))
     watcher = StreamWatch(receive, calls, state.runtime.draining)
     error: str | None = None
     event_id: str | None = None  # the last event id seen: the client may resume after it

@@ -125,7 +125,7 @@ async def choose_run(
 ) -> RunInfo:
     """The run: path, then `Tracecard-Run`, then baggage, else ad hoc: the MCP session's, else
     grouped by trace context or client (`stateless_key`)."""
-    if path_run or headers.run_id or headers.baggage:
+    if names_a_run(headers, path_run):
         info = await named_run(state, headers, path_run)
         if info is not None:
             return info

@@ -23,20 +23,32 @@ import asyncio
 import socket
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable
-from operator import itemgetter
-from typing import TypeVar, overload
+from typing import TypeVar
 
-import aiohttp
-import httptools
 from yarl import URL
 
-__all__ = ["WIRE_METHODS", "WireClient", "WireHeaders", "WireResponse"]
+from tracecard.server.proxy.wire_connection import (
+    UpstreamBrokenHead,
+    UpstreamConnectError,
+    UpstreamConnectTimeout,
+    WireConnection,
+    WireHeaders,
+)
+
+__all__ = [
+    "WIRE_METHODS",
+    "UpstreamBrokenHead",
+    "UpstreamConnectError",
+    "UpstreamConnectTimeout",
+    "WireClient",
+    "WireHeaders",
+    "WireResponse",
+]
 
 _T = TypeVar("_T")
 
 WIRE_METHODS = frozenset({"POST", "GET", "DELETE"})
 _NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})  # no Content-Length: 0
-_HIGH_WATER = 1 << 17  # buffered body bytes before the socket is paused (aiohttp: 2 x 64 KiB)
 _IDLE_MAX = 64  # idle connections kept per upstream address
 # An idle connection is reused only this long after its last answer. An upstream closes idle
 # connections at its keep-alive timeout (uvicorn 5 s, Node's http 5 s); a request written as that
@@ -46,210 +58,14 @@ _IDLE_EXPIRY = 2.0
 _TARGETS_MAX = 256  # target URLs remembered (an upstream's endpoint, with each query string)
 
 
-class UpstreamConnectTimeout(aiohttp.ClientConnectionError):
-    """No connection within the connect bound: the upstream is unavailable (not a deadline)."""
-
-
-class UpstreamConnectError(aiohttp.ClientOSError):
-    """The upstream refused or could not be reached: unavailable."""
-
-
-class UpstreamBrokenHead(aiohttp.ClientResponseError):
-    """The upstream answered with something that is not an HTTP/1.1 head."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(None, (), message=message)  # type: ignore[arg-type]
-
-    def __str__(self) -> str:
-        return self.message
-
-
-class _Connection(asyncio.Protocol):
-    """One keep-alive connection, carrying one request at a time."""
-
-    def __init__(self, pool: list[_Connection]) -> None:
-        self.pool = pool
-        self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
-        self.head: asyncio.Future[int] | None = None
-        self.raw: list[tuple[bytes, bytes]] = []
-        self.chunks: deque[bytes] = deque()
-        self.buffered = 0
-        self.waiter: asyncio.Future[None] | None = None
-        self.done = False  # the answer's body ended
-        self.reusable = False
-        self.interim = False  # a 1xx head: the real answer follows
-        self.error: BaseException | None = None
-        self.closed = False
-        self.paused = False
-        self.idle_since = 0.0  # the loop's clock when it went back to the pool
-
-    # -- asyncio
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        if self.head is None:  # idle in the pool: nothing may arrive unasked
-            self.close()
-            return
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self.reusable = False
-        except httptools.HttpParserError as exc:
-            self._fail(exc)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if self in self.pool:
-            self.pool.remove(self)
-        if self.head is None or self.done or self.error is not None:
-            return
-        if self.head.done() and self._reads_to_close():
-            self._finish()  # an answer without length or chunking ends with the connection
-            return
-        self._fail(exc)
-
-    def pause_writing(self) -> None:  # a request body is written at once: nothing to pause
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
-    # -- httptools
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.raw.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        status = self.parser.get_status_code()
-        if 100 <= status < 200 and status != 101:
-            self.interim = True
-            return
-        self.reusable = self.parser.should_keep_alive()
-        head = self.head
-        if head is not None and not head.done():
-            head.set_result(status)
-
-    def on_body(self, body: bytes) -> None:
-        if self.done:  # the body of a second answer nobody asked for
-            self.reusable = False
-            return
-        self.chunks.append(body)
-        self.buffered += len(body)
-        if self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
-        self._wake()
-
-    def on_message_complete(self) -> None:
-        if self.interim:
-            self.interim = False
-            self.raw = []
-            return
-        if self.done:  # a second answer nobody asked for
-            self.reusable = False
-            return
-        self._finish()
-
-    # -- states
-    def _reads_to_close(self) -> bool:
-        names = {name.lower() for name, _ in self.raw}
-        return b"content-length" not in names and b"transfer-encoding" not in names
-
-    def _finish(self) -> None:
-        self.done = True
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def _fail(self, exc: BaseException | None) -> None:
-        head = self.head
-        if head is not None and not head.done():
-            if isinstance(exc, httptools.HttpParserError):
-                error: BaseException = UpstreamBrokenHead(f"not an HTTP answer: {exc}")
-            else:
-                error = aiohttp.ServerDisconnectedError()
-            head.set_exception(error)
-        else:
-            self.error = aiohttp.ClientPayloadError(f"Response payload is not completed: {exc!r}")
-        self.reusable = False
-        self.close()
-        self._wake()
-
-    def close(self) -> None:
-        self.reusable = False
-        if self.transport is not None and not self.closed:
-            self.closed = True
-            self.transport.close()
-        if self in self.pool:
-            self.pool.remove(self)
-
-
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")  # as aiohttp decodes header names and values
-
-
-_WANTED: dict[str, bytes] = {}  # header names asked for, as the lowered bytes looked up
-_NAME, _VALUE = itemgetter(0), itemgetter(1)
-
-
-def _wanted(name: str) -> bytes:
-    wanted = name.lower().encode("latin-1")
-    if len(_WANTED) < 256:
-        _WANTED[name] = wanted
-    return wanted
-
-
-class WireHeaders:
-    """An answer's headers, looked up by lowered name: the proxy asks for two or three of
-    them, where a `CIMultiDict` of them all would be built for every answer."""
-
-    __slots__ = ("_first", "_raw")
-
-    def __init__(self, raw: tuple[tuple[bytes, bytes], ...]) -> None:
-        self._raw = raw
-        # each lowered name's first value: built from the last pair to the first, so that the
-        # first one of a repeated name is the one kept (all in C: no Python step a header)
-        backwards = raw[::-1]
-        self._first = dict(
-            zip(map(bytes.lower, map(_NAME, backwards)), map(_VALUE, backwards), strict=True)
-        )
-
-    @overload
-    def get(self, name: str) -> str | None: ...
-    @overload
-    def get(self, name: str, default: str) -> str: ...
-    def get(self, name: str, default: str | None = None) -> str | None:
-        """The first value of `name` (any case), else `default`."""
-        value = self._first.get(_WANTED.get(name) or _wanted(name))
-        return default if value is None else value.decode("utf-8", "surrogateescape")
-
-    def __getitem__(self, name: str) -> str:
-        found = self.get(name)
-        if found is None:
-            raise KeyError(name)
-        return found
-
-    def items(self) -> list[tuple[str, str]]:
-        """Every header as text, repeated names included (spelled as first received, as a
-        `CIMultiDict` gives them), in the order received."""
-        spelled: dict[bytes, str] = {}
-        return [
-            (spelled.setdefault(key.lower(), _text(key)), _text(value)) for key, value in self._raw
-        ]
-
-
 class WireResponse:
     """An answer whose head has arrived (the `UpstreamResponse` interface)."""
 
     __slots__ = ("_client", "_conn", "headers", "raw_headers", "status_code")
 
-    def __init__(self, client: WireClient, conn: _Connection, status: int) -> None:
+    def __init__(self, client: WireClient, conn: WireConnection, status: int) -> None:
         self._client = client
-        self._conn: _Connection | None = conn
+        self._conn: WireConnection | None = conn
         self.status_code = status
         self.raw_headers: tuple[tuple[bytes, bytes], ...] = tuple(conn.raw)
         # case-insensitive lookups, values decoded as aiohttp decodes them
@@ -334,13 +150,13 @@ class WireClient:
 
     def __init__(self, limit: int, connect_timeout: float) -> None:
         self._connect_timeout = connect_timeout
-        self._idle: dict[tuple[str, int], list[_Connection]] = {}
+        self._idle: dict[tuple[str, int], list[WireConnection]] = {}
         # at most `limit` connections busy at once: a free count, and the requests waiting for
         # one (each is handed a freed slot in turn)
         self._limit = limit
         self._free = limit
         self._waiting: deque[asyncio.Future[None]] = deque()
-        self._busy: set[_Connection] = set()
+        self._busy: set[WireConnection] = set()
         # per target URL: (the URL, its pool key, the request line's tail and Host line)
         self._targets: dict[int, tuple[URL, tuple[str, int], str]] = {}
 
@@ -426,7 +242,7 @@ class WireClient:
                 timer.cancel()
         return WireResponse(self, conn, status)
 
-    def _idle_connection(self, key: tuple[str, int]) -> _Connection | None:
+    def _idle_connection(self, key: tuple[str, int]) -> WireConnection | None:
         """A pooled connection to reuse, if one is fresh (no coroutine: the usual case)."""
         idle = self._idle.get(key)
         if not idle:
@@ -443,7 +259,7 @@ class WireClient:
                 stale.close()
         return None
 
-    async def _connect(self, key: tuple[str, int]) -> _Connection:
+    async def _connect(self, key: tuple[str, int]) -> WireConnection:
         idle = self._idle.get(key)
         if idle is None:
             idle = self._idle[key] = []
@@ -451,7 +267,7 @@ class WireClient:
         try:
             async with asyncio.timeout(self._connect_timeout):
                 _transport, conn = await loop.create_connection(
-                    lambda: _Connection(idle), key[0], key[1]
+                    lambda: WireConnection(idle), key[0], key[1]
                 )
         except TimeoutError as exc:
             raise UpstreamConnectTimeout(f"Connection timeout to host {key[0]}:{key[1]}") from exc
@@ -464,7 +280,7 @@ class WireClient:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn
 
-    def release(self, conn: _Connection) -> None:
+    def release(self, conn: WireConnection) -> None:
         """Done with the connection's answer: back to the pool if it ended cleanly."""
         if conn not in self._busy:
             return

@@ -135,7 +135,7 @@ class Recorder:
         attributes = self._base_attributes(exchange)
         attributes[semconv.MCP_METHOD_NAME] = method
         truncated = False
-        redactor = self._plain if exchange.upstream in self.plain_upstreams else self.redactor
+        redactor = self.redactor_for(exchange.upstream)
         request_id = message.get("id")
         if request_id is not None:
             attributes[semconv.JSONRPC_REQUEST_ID] = str(request_id)

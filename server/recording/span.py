@@ -123,20 +123,7 @@ def parent_of(context: Context | None) -> SpanContext | None:
     """The span context that `context` names as current, if any."""
     if context is None:
         return None
-    last = _last_parent  # a context is immutable: the one asked last (a run's) is answered again
-    if last[0] is context:
-        return last[1]
-    found = trace.get_current_span(context).get_span_context()
-    _remember_parent(context, found)
-    return found
-
-
-_last_parent: tuple[Context | None, SpanContext | None] = (None, None)
-
-
-def _remember_parent(context: Context, found: SpanContext) -> None:
-    global _last_parent
-    _last_parent = (context, found)  # one tuple: read whole by any thread
+    return trace.get_current_span(context).get_span_context()
 
 
 class RecordedSpan(trace.Span):

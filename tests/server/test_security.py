@@ -19,7 +19,8 @@ import pytest
 
 from tests.support.processes import mcp_tool_server
 from tests.support.proxy import MCP_HEADERS, rpc, tracecard_for
-from tracecard.server.security import _CSRF, _READ, SecurityGuard, _Request, host_name
+from tracecard.server.guard_request import CSRF, READ, GuardRequest
+from tracecard.server.security import SecurityGuard, host_name
 from tracecard.server.settings import Settings
 from tracecard.viewer import csrf
 
@@ -135,7 +136,7 @@ def test_host_check_off_beyond_loopback_unless_names_are_configured() -> None:
 def test_headers_read_at_once_or_one_by_one_agree() -> None:
     """The guard reads a request whose names come once and carry no credential by lookups,
     any other one header at a time: both read the same, on random header lists."""
-    read = {**_READ, b"x-csrf-token": _CSRF}
+    read = {**READ, b"x-csrf-token": CSRF}
     names = [
         *(b"host origin sec-fetch-site sec-fetch-mode content-type content-length".split()),
         *(b"transfer-encoding tracecard-token authorization cookie x-csrf-token accept".split()),
@@ -148,7 +149,9 @@ def test_headers_read_at_once_or_one_by_one_agree() -> None:
             raw = [(name, rng.choice(values)) for name in rng.sample(names, rng.randint(0, 10))]
         else:
             raw = [(rng.choice(names), rng.choice(values)) for _ in range(rng.randint(0, 10))]
-        assert _Request.scan(raw, read, b"x-csrf-token") == _Request.scan_each(raw, read), raw
+        assert GuardRequest.scan(raw, read, b"x-csrf-token") == GuardRequest.scan_each(raw, read), (
+            raw
+        )
 
 
 def test_host_name_parsing() -> None:
