@@ -13,6 +13,7 @@ answer's head reaches the agent when it did before. Nothing else of uvicorn chan
 from __future__ import annotations
 
 import asyncio
+import weakref
 from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -25,13 +26,17 @@ _CHUNKED_TAIL = b"\r\n" + _CHUNKED_END  # the last chunk after a final body's by
 
 class _OneWrite:
     """The connection's transport as one request's cycle sees it: its writes are gathered until
-    the end of the loop turn, or until the answer's last bytes (or a close), then sent as one."""
+    the end of the loop turn, or until the answer's last bytes (or a close), then sent as one.
+
+    It refers to its cycle weakly: the cycle holds it as its transport, and a strong reference
+    back made each request a reference cycle (the cycle, its scope, headers, event and writer:
+    ~17 objects) that only the garbage collector freed, ~19 us of CPU a call in collections."""
 
     __slots__ = ("_cycle", "_head_seen", "_held", "_loop", "_transport")
 
     def __init__(self, transport: Any, cycle: Any, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
-        self._cycle = cycle
+        self._cycle = weakref.ref(cycle)
         self._loop = loop
         self._held: list[bytes] | None = None
         self._head_seen = False
@@ -55,10 +60,12 @@ class _OneWrite:
 
     def _last(self, data: bytes) -> bool:
         """Whether `data` ends the answer (uvicorn sets the cycle's state before it writes)."""
-        cycle = self._cycle
         if not self._head_seen:
             self._head_seen = True  # the first write is the head (or a 400/500 of uvicorn's)
             return False
+        cycle = self._cycle()
+        if cycle is None:  # (only the cycle writes here: it cannot be gone while it writes)
+            return True
         if cycle.chunked_encoding:
             return data == _CHUNKED_END or data.endswith(_CHUNKED_TAIL)
         return bool(cycle.expected_content_length == 0)

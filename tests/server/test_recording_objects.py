@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from sqlalchemy import text
 
+from tests.support.processes import fresh_interpreter
 from tracecard.server.recording.recorder import Exchange, Recorder
 from tracecard.server.runs.registry import RunInfo
 from tracecard.server.runtime import make_tracer_provider
@@ -74,17 +74,7 @@ def measure(tmp_path: Path) -> dict[str, int]:
 
 
 def test_a_stream_of_recorded_calls_leaves_no_live_objects_behind(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, __file__, str(tmp_path)],
-        cwd=root,
-        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = fresh_interpreter(__file__, str(tmp_path))
     stored, redacted = found["stored"], found["redacted"]
     grown, in_cycles = found["grown"], found["in_cycles"]
     assert stored == 501 + CALLS and redacted == 0  # every call stored, no secret in clear

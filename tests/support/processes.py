@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -12,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -109,6 +110,22 @@ def mcp_tool_server(*flags: str) -> Iterator[str]:
     script = str(ROOT / "tests" / "servers" / "tool_server.py")
     with spawn([sys.executable, script, str(port), *flags], port):
         yield f"http://127.0.0.1:{port}/mcp"
+
+
+def fresh_interpreter(script: str, *args: str, timeout: float = 300) -> Any:
+    """Run `script` with `args` in a new interpreter (the checkout on its path, nothing else
+    inherited) and return the JSON its last line of output prints. For counts of the whole
+    process, such as `gc.get_objects()`, that other tests' leftovers would blur."""
+    done = subprocess.run(
+        [sys.executable, script, *args],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def get_json(url: str) -> object:
