@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
 from tracecard.server.hooks import Hooks
+from tracecard.server.recording.span_ids import TimeOrderedIds
 from tracecard.server.recording.tool_links import ToolCallLinks
 from tracecard.server.runs.registry import RunRegistry
 from tracecard.server.settings import Settings
@@ -112,7 +113,10 @@ def make_tracer_provider(
         {"service.name": "tracecard", "telemetry.sdk.name": "opentelemetry"},
         schema_url=semconv.SCHEMA_URL,
     )
-    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    # span ids that grow with time: the stored spans' key is appended to, not scattered into
+    provider = TracerProvider(
+        resource=resource, shutdown_on_exit=False, id_generator=TimeOrderedIds()
+    )
     recording = settings.recording
     spool = Spool(spool_for(store.url, recording.spool_dir)) if recording.spool else None
     processor = StoringBatchProcessor(
