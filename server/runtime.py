@@ -6,7 +6,6 @@ is flushed (every recorded span reaches the database), and only then is the engi
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -21,6 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer
 
+from tracecard.server.draining import DrainEvent
 from tracecard.server.hooks import Hooks
 from tracecard.server.recording.span_ids import TimeOrderedIds
 from tracecard.server.recording.tool_links import ToolCallLinks
@@ -79,7 +79,7 @@ class Runtime:
     csrf_key: bytes = b""
     wrap_key: bytes = b""  # the key of `tracecard wrap`'s per-run credentials
     # Set when the server starts shutting down: endless streams close, calls in flight finish.
-    draining: asyncio.Event = field(default_factory=asyncio.Event)
+    draining: DrainEvent = field(default_factory=DrainEvent)
 
     @property
     def span_sink(self) -> Any:

@@ -15,6 +15,7 @@ from mcp.client.client import Client
 from tests.support.processes import mcp_tool_server
 from tests.support.proxy import MCP_HEADERS, named, new_run, rpc, run_spans, tracecard_for
 from tests.support.tracecard import RunningServer, await_flush, runtime_of
+from tracecard.server.proxy.relay import WATCH_AFTER_S
 
 MODES = ["auto", "legacy"]
 PROTOCOL = {"auto": "2026-07-28", "legacy": "2025-11-25"}
@@ -240,7 +241,7 @@ def test_an_agent_that_hangs_up_on_an_sse_answer_ends_its_call_as_disconnected(
         call = rpc("tools/call", {"name": "slow", "arguments": {"seconds": 20}}, id=2)
         with http.stream("POST", url, json=call, headers=session) as answer:
             assert answer.headers["content-type"].startswith("text/event-stream")
-            time.sleep(0.3)  # past the watcher's start
+            time.sleep(WATCH_AFTER_S + 0.2)  # past the watcher's start
         # leaving the block closes the connection: the agent hung up
     deadline = time.monotonic() + 10
     while True:
