@@ -97,10 +97,11 @@ def _strip_nul(
 
 
 # A SQLite file's connections are kept for every thread that may use one at once (anyio's 40
-# worker threads): with SQLAlchemy's default (5 kept, 10 more opened and closed again), 32
-# sessions closed together opened and tuned a connection for most of their run ends (a
-# session's open and close: 9.8 -> 8.8 ms of CPU with 32 at once). A connection's page cache
-# grows only with the pages it reads, up to `cache_size`.
+# worker threads): with SQLAlchemy's default (5 kept, 10 more opened and closed again, the rest
+# waiting for one), 32 sessions closed together queued for connections, and most of the ones
+# they got were opened and tuned for them, then closed. The CPU a session's open and close
+# takes read 8.8 against 9.8 ms in one paired run and the same in another: within the noise.
+# A connection's page cache grows only with the pages it reads, up to `cache_size`.
 SQLITE_POOL: dict[str, Any] = {"pool_size": 40, "max_overflow": 10}
 
 

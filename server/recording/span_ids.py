@@ -16,8 +16,14 @@ millisecond of a period share their first 27 bits, so a new span can meet the sp
 millisecond: with R spans/s and a period of P seconds, one collision in 2**65 / (R**2 * P)
 seconds, 3.0 years at R = 1,700 (a 2-core machine's proxy at full load) and 870 years at 100
 spans/s. Spans made in the same millisecond of earlier periods add N / 2**64, the random ids'
-own figure. The 37 random bits are as unguessable as the
-random ids' were (the same generator, `random.getrandbits`, reseeded after a fork).
+own figure.
+
+What it costs in guessing: an id's time part is known to whoever knows when the call was made,
+so an agent that wanted to store a span of its own under a recorded span's id first (the
+idempotent insert keeps the first) has 37 bits to guess instead of 64, within the ~200 ms
+before the recorder's batch is stored: ~6,000 spans of OTLP ingest in that window give it one
+chance in 2**37 / 6,000 (about 1 in 23 million) per call. The random bits come from the same
+generator as before (`random.getrandbits`, reseeded after a fork).
 """
 
 from __future__ import annotations
