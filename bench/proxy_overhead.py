@@ -44,6 +44,9 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.processes import free_port, mcp_tool_server, spawn  # noqa: E402
 
+# a span is committed at most `batch_delay_ms` (0.2 s) + `store_every_ms` (1 s) after its call:
+# each measurement waits this long after its calls, so their storing is counted with them
+SETTLE_S = 1.5
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 ENVELOPE = {
@@ -176,7 +179,7 @@ async def throughput(
     callers = [Caller(http, url, modern) for _ in range(clients)]
     setup = cpu_seconds(pid)
     await asyncio.gather(*(c.open() for c in callers))
-    await asyncio.sleep(0.3)  # what the opens left to the exporter lands before the clock
+    await asyncio.sleep(SETTLE_S)  # what the opens left to the exporter lands before the clock
     done = 0
     deadline = time.perf_counter() + seconds
 
@@ -192,11 +195,11 @@ async def throughput(
     await asyncio.gather(*(loop(c) for c in callers))
     rate = done / (time.perf_counter() - start)
     loop_cpu = loop_cpu_seconds(pid) - loop_before
-    await asyncio.sleep(0.3)  # the exporter's last batch of these calls (flush interval 0.2 s)
+    await asyncio.sleep(SETTLE_S)  # the last of these calls' spans is stored
     calls_cpu = cpu_seconds(pid) - before
     closing = cpu_seconds(pid)
     await asyncio.gather(*(c.close() for c in callers))
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(SETTLE_S)
     setup_cpu = before - setup + cpu_seconds(pid) - closing
     return rate, done, calls_cpu, setup_cpu, loop_cpu
 

@@ -183,7 +183,8 @@ async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
             top = sorted(where.items(), key=lambda item: -item[1])[: args.top]
             for name, count in top:
                 print(f"{count / args.calls:8.1f}  {name}", file=sys.stderr)
-        await asyncio.sleep(0.4)  # the exporter's last batch (flush interval 0.2 s)
+        # the last spans are committed (batch_delay_ms 0.2 s + store_every_ms 1 s after a call)
+        await asyncio.sleep(1.5)
         p1 = time.process_time()
         threads1 = _threads()
         result = {

@@ -120,7 +120,7 @@ def make_tracer_provider(
     recording = settings.recording
     spool = Spool(spool_for(store.url, recording.spool_dir)) if recording.spool else None
     processor = StoringBatchProcessor(
-        SqlSpanExporter(store, spool),
+        SqlSpanExporter(store, spool, store_every_s=recording.store_every_ms / 1000),
         max_queue_size=settings.recording.batch_max_queue,
         schedule_delay_millis=settings.recording.batch_delay_ms,
         max_export_batch_size=min(2048, settings.recording.batch_max_queue),

@@ -154,6 +154,9 @@ class RecordingSettings(BaseModel):
     batch_max_queue: int = 65536
     batch_delay_ms: int = 200
     spool: bool = True  # log every span batch to disk (fsync'd) before storing it
+    # with the spool: under load, the spooled batches are committed to the database together,
+    # at most once this often (a span after a quiet interval is stored at once; 0: each batch)
+    store_every_ms: int = Field(default=1000, ge=0)
     spool_dir: str | None = None  # default: beside the SQLite file, or .tracecard/spool/<hash>
     # spans no database would take, even in readable form: JSON lines beside the spool, this big
     dead_letter_max_bytes: int = Field(default=64 * 1024 * 1024, ge=0)

@@ -131,11 +131,23 @@ class SqlSpanExporter(SpanExporter):
     yet handed over (at most one `schedule_delay_millis`); whatever was logged is delivered by
     the next process to start on the same spool. A locked or unreachable database is retried
     until shutdown, when what is left stays in the spool.
+
+    The writer commits at most once every `store_every_s`: a batch that comes sooner after the
+    last commit waits for the rest of that interval, and every batch that came meanwhile goes
+    into the same transaction. The spool already holds them, so this costs no durability; a
+    transaction pays for each page it changes (on SQLite, each goes to the WAL), and with many
+    runs recording at once most of those pages are index pages that every batch touches again.
+    A span after a quiet interval is stored at once; `force_flush` and shutdown never wait.
     """
 
-    def __init__(self, store: Store, spool: Spool | None = None) -> None:
+    def __init__(
+        self, store: Store, spool: Spool | None = None, store_every_s: float = 0.0
+    ) -> None:
         self._store = store
         self._spool = spool
+        self._store_every_s = store_every_s
+        self._hurry = threading.Event()  # set while a flush (or shutdown) waits: no interval
+        self._flushes = 0
         self._stopped = False
         self._abandon = False
         self.stats = ExportStats()
@@ -203,28 +215,60 @@ class SqlSpanExporter(SpanExporter):
             log.exception("could not deliver the spool of an earlier process (kept on disk)")
         finally:
             self._done()
-        while (item := self._queue.get()) is not None:
-            segment, batch = item
-            try:
-                self._store.insert_spans(batch, keep_trying=self._keep_trying)
-                self.stats.stored += len(batch)
+        committed = float("-inf")  # when the last transaction ended (monotonic)
+        stop = False
+        while not stop and (item := self._queue.get()) is not None:
+            wait = committed + self._store_every_s - time.monotonic()
+            if wait > 0:
+                self._hurry.wait(wait)  # the batches of the rest of the interval join this one
+            items = [item]
+            while True:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                items.append(more)
+            self._store_logged(items)
+            committed = time.monotonic()
+
+    def _store_logged(self, items: list[tuple[int, list[SpanDict]]]) -> None:
+        """Store spooled batches in one transaction, then release them from the spool."""
+        assert self._spool is not None
+        batch = items[0][1] if len(items) == 1 else [span for _, part in items for span in part]
+        try:
+            self._store.insert_spans(batch, keep_trying=self._keep_trying)
+            self.stats.stored += len(batch)
+            for segment, _ in items:
                 self._spool.release(segment)
-            except DatabaseBusy:
-                self.stats.left_in_spool += len(batch)
-            except Exception:  # kept in the spool: the next start delivers it
-                log.exception("could not store %d spooled spans (kept in the spool)", len(batch))
-                self.stats.left_in_spool += len(batch)
-            finally:
+        except DatabaseBusy:
+            self.stats.left_in_spool += len(batch)
+        except Exception:  # kept in the spool: the next start delivers it
+            log.exception("could not store %d spooled spans (kept in the spool)", len(batch))
+            self.stats.left_in_spool += len(batch)
+        finally:
+            for _ in items:
                 self._done()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Wait until every batch exported so far is stored (or left in the spool)."""
+        """Wait until every batch exported so far is stored (or left in the spool); the writer
+        does not wait out its commit interval meanwhile."""
         with self._idle:
-            return self._idle.wait_for(lambda: self._unstored <= 0, timeout_millis / 1000)
+            self._flushes += 1
+            self._hurry.set()
+            try:
+                return self._idle.wait_for(lambda: self._unstored <= 0, timeout_millis / 1000)
+            finally:
+                self._flushes -= 1
+                if not self._flushes and not self._stopped:
+                    self._hurry.clear()
 
     def shutdown(self, timeout_millis: int = 30000) -> None:
         """Store what was exported, for up to `timeout_millis`; what remains stays spooled."""
         self._stopped = True
+        self._hurry.set()  # (stays set: nothing waits out an interval from now on)
         if self._writer is None or self._spool is None:
             return
         if not self.force_flush(timeout_millis):

@@ -22,7 +22,7 @@ from tracecard.traces.store import Store
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _spans(n: int, run: str = "r1") -> list[dict[str, object]]:
+def _spans(n: int, run: str = "r1", first: int = 0) -> list[dict[str, object]]:
     return [
         {
             "trace_id": "ab" * 16,
@@ -31,7 +31,7 @@ def _spans(n: int, run: str = "r1") -> list[dict[str, object]]:
             "start_time_unix_nano": i,
             "attributes": {"tracecard.run.id": run},
         }
-        for i in range(n)
+        for i in range(first, first + n)
     ]
 
 
