@@ -222,17 +222,21 @@ class SqlSpanExporter(SpanExporter):
             if wait > 0:
                 self._hurry.wait(wait)  # the batches of the rest of the interval join this one
             items = [item]
-            while True:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                items.append(more)
+            stop = self._take_queued(items)
             self._store_logged(items)
             committed = time.monotonic()
+            del item, items  # the thread holds no batch while it waits for the next one
+
+    def _take_queued(self, items: list[tuple[int, list[SpanDict]]]) -> bool:
+        """Add the batches queued meanwhile to `items`; True when shutdown was asked for."""
+        while True:
+            try:
+                more = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if more is None:
+                return True
+            items.append(more)
 
     def _store_logged(self, items: list[tuple[int, list[SpanDict]]]) -> None:
         """Store spooled batches in one transaction, then release them from the spool."""
