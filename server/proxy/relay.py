@@ -1,11 +1,16 @@
 """Relaying the upstream's response to the agent: bodies and SSE streams, chunk by chunk.
 
-Each chunk is sent on before it is looked at, so recording never delays the agent's bytes.
+Each chunk is sent on before it is looked at, so recording never delays the agent's bytes. The
+server gathers what one loop turn writes into one write (`server/http_protocol.py`), so an SSE
+event's bytes leave at the end of the turn that relayed it: the spans its answers close are
+closed in a callback after that (`finish_answered`), not within the turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,12 +21,20 @@ from yarl import URL
 
 from tracecard.server.asgi import CODE_UPSTREAM, Receive, Send, jsonrpc_error, sse_frame
 from tracecard.server.draining import DrainEvent
-from tracecard.server.proxy.calls import Calls, await_resumed, fail_open, record_message
+from tracecard.server.proxy.calls import (
+    Answered,
+    Calls,
+    await_resumed,
+    fail_open,
+    record_message,
+)
 from tracecard.server.proxy.forward import response_headers
 from tracecard.server.proxy.sse import SseEventTooLarge, SseParser
 from tracecard.server.proxy.state import ProxyState
 from tracecard.server.proxy.transport import Answer, UpstreamClient
 from tracecard.traces import semconv
+
+log = logging.getLogger(__name__)
 
 # Non-streaming bodies up to this size are read whole before the agent gets the head.
 BUFFER_MAX = 16 * 1024 * 1024
@@ -274,6 +287,7 @@ async def relay_sse(
     event_id: str | None = None  # the last event id seen: the client may resume after it
     tail = b""  # the last byte the agent got
     read = response.read_chunk
+    loop = asyncio.get_running_loop()
     try:
         async with asyncio.timeout_at(deadline) as timer:
             while chunk := await read():
@@ -284,10 +298,13 @@ async def relay_sse(
                 except SseEventTooLarge as too_large:
                     events, error = too_large.events, semconv.ERR_TOO_LARGE
                     _mark_cut(state, calls, too_large)
+                answered: Answered = []
                 for event in events:
                     event_id = event.id if event.id is not None else event_id
                     if event.data and event.event == "message":
-                        _record_event(state, calls, event.data)
+                        _record_event(state, calls, event.data, answered)
+                if answered:  # after this turn's write of the event (scheduled before this)
+                    loop.call_soon(finish_answered, state, answered)
                 if error is not None:
                     break  # the agent has half an event: it is ended and answered below
                 if deadline is not None and not calls.requests:
@@ -332,16 +349,30 @@ async def relay_sse(
         fail_open(state, calls, error, _failure_text(calls.exchange.upstream, error))
 
 
-def _record_event(state: ProxyState, calls: Calls, data: str) -> None:
+def _record_event(
+    state: ProxyState, calls: Calls, data: str, answered: Answered | None = None
+) -> None:
     try:
         message = orjson.loads(data)
     except orjson.JSONDecodeError:
         return
     if isinstance(message, list):
         for item in message:
-            record_message(state, calls, item)
+            record_message(state, calls, item, answered)
     else:
-        record_message(state, calls, message)
+        record_message(state, calls, message, answered)
+
+
+def finish_answered(state: ProxyState, answered: Answered) -> None:
+    """Close the spans of calls an event answered; each ends even if recording it fails."""
+    recorder = state.recorder
+    for pending, message in answered:
+        try:
+            recorder.finish(pending, message)
+        except Exception:  # (a loop callback: nothing above it would end the span)
+            log.exception("could not record the answer to a %s call", pending.method)
+            with contextlib.suppress(Exception):
+                pending.span.end()
 
 
 async def _answer_open_requests(
