@@ -101,7 +101,7 @@ class StreamWatch:
     agent's disconnect, and the drain is a callback of `Runtime.draining` (a task only once the
     server drains). It was three tasks and an `asyncio.wait` a watched stream."""
 
-    __slots__ = ("_calls", "_draining", "_handle", "_reason", "_streaming", "_tasks")
+    __slots__ = ("_calls", "_draining", "_handle", "_reason", "_streaming", "_tasks", "loop")
 
     def __init__(self, receive: Receive, calls: Calls | None, draining: DrainEvent | None) -> None:
         streaming = asyncio.current_task()
@@ -111,7 +111,9 @@ class StreamWatch:
         self._draining = draining
         self._reason: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        loop = asyncio.get_running_loop()
+        # the stream's loop, from its task (on Python 3.11 `asyncio.get_running_loop()` costs a
+        # getpid() syscall)
+        self.loop = loop = streaming.get_loop()
         self._handle: asyncio.TimerHandle | None = loop.call_later(
             WATCH_AFTER_S, self._start, receive
         )
@@ -287,7 +289,7 @@ async def relay_sse(
     event_id: str | None = None  # the last event id seen: the client may resume after it
     tail = b""  # the last byte the agent got
     read = response.read_chunk
-    loop = asyncio.get_running_loop()
+    loop = watcher.loop
     try:
         async with asyncio.timeout_at(deadline) as timer:
             while chunk := await read():

@@ -82,7 +82,7 @@ class WireResponse:
                 raise conn.error
             if conn.done:
                 return b""
-            waiter = conn.waiter = asyncio.get_running_loop().create_future()
+            waiter = conn.waiter = conn.loop.create_future()
             try:
                 await waiter
             finally:
@@ -226,7 +226,7 @@ class WireClient:
                 self._free_slot()
             raise
         self._busy.add(conn)
-        loop = asyncio.get_running_loop()
+        loop = conn.loop
         conn.head = head = loop.create_future()
         timer = loop.call_at(deadline, _expire, head) if deadline is not None else None
         try:
@@ -247,12 +247,11 @@ class WireClient:
         idle = self._idle.get(key)
         if not idle:
             return None
-        fresh_after = asyncio.get_running_loop().time() - _IDLE_EXPIRY
         while idle:
             conn = idle.pop()  # the newest first: when it is stale, so are all the others
             if conn.closed:
                 continue
-            if conn.idle_since >= fresh_after:
+            if conn.idle_since >= conn.loop.time() - _IDLE_EXPIRY:
                 return conn
             conn.close()
             for stale in list(idle):
@@ -294,7 +293,7 @@ class WireClient:
                 conn.paused = False
                 conn.transport.resume_reading()
             if len(conn.pool) < _IDLE_MAX:
-                conn.idle_since = asyncio.get_running_loop().time()
+                conn.idle_since = conn.loop.time()
                 conn.pool.append(conn)
                 return
         conn.close()

@@ -60,6 +60,9 @@ class WireConnection(asyncio.Protocol):
         self.closed = False
         self.paused = False
         self.idle_since = 0.0  # the loop's clock when it went back to the pool
+        # the loop the connection lives on, kept: on Python 3.11 each
+        # `asyncio.get_running_loop()` is a getpid() syscall (its check for a fork)
+        self.loop = asyncio.get_running_loop()
 
     # -- asyncio
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
