@@ -88,9 +88,6 @@ class Runtime:
 
     async def flush(self) -> None:
         """Wait until every span recorded so far is committed."""
-        # one loop turn first: spans closed by loop callbacks already scheduled (the calls an
-        # SSE event answered, closed after the turn that relayed it) are then ended too
-        await anyio.sleep(0)
         await self.runs.drain()
         await anyio.to_thread.run_sync(self.processor.force_flush)
 

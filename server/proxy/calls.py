@@ -36,17 +36,8 @@ def traceparent_value(span: Span) -> str:
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
 
 
-Answered = list[tuple[PendingCall, dict[str, Any]]]  # calls answered, their spans not yet closed
-
-
-def record_message(
-    state: ProxyState, calls: Calls, message: Any, answered: Answered | None = None
-) -> None:
-    """Record one JSON-RPC message the upstream sent (a response, a notification, a request).
-
-    A response is taken off the open requests at once; with `answered`, closing its span (the
-    result's attributes, the stored row) is left to the caller, which does it once the agent
-    has the bytes (`relay.finish_answered`)."""
+def record_message(state: ProxyState, calls: Calls, message: Any) -> None:
+    """Record one JSON-RPC message the upstream sent (a response, a notification, a request)."""
     if not isinstance(message, dict):
         return
     recorder = state.recorder
@@ -63,10 +54,7 @@ def record_message(
             return
         if pending.method == "tools/list":
             _remember_annotations(state, calls.exchange.upstream, message.get("result"))
-        if answered is not None:
-            answered.append((pending, message))
-        else:
-            recorder.finish(pending, message)
+        recorder.finish(pending, message)
         return
     anchor = calls.anchor
     if message.get("id") is None and anchor is not None:

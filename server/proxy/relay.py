@@ -1,16 +1,16 @@
 """Relaying the upstream's response to the agent: bodies and SSE streams, chunk by chunk.
 
-Each chunk is sent on before it is looked at, so recording never delays the agent's bytes. The
-server gathers what one loop turn writes into one write (`server/http_protocol.py`), so an SSE
-event's bytes leave at the end of the turn that relayed it: the spans its answers close are
-closed in a callback after that (`finish_answered`), not within the turn.
+Each chunk is handed to the server before it is looked at. The server sends what one loop turn
+wrote at the end of that turn (`server/http_protocol.py`), so an SSE event leaves once the turn
+has also recorded what it answered (~20 us): by then the upstream's end of the stream has
+usually arrived, and goes out in the same write. Closing the spans in a callback after the
+turn's write instead was measured and dropped (docs/PERFORMANCE.md, "#24, afternoon"): the
+event left sooner, but the end came in its own write after its own wakeup, 3 % more CPU a call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,20 +21,12 @@ from yarl import URL
 
 from tracecard.server.asgi import CODE_UPSTREAM, Receive, Send, jsonrpc_error, sse_frame
 from tracecard.server.draining import DrainEvent
-from tracecard.server.proxy.calls import (
-    Answered,
-    Calls,
-    await_resumed,
-    fail_open,
-    record_message,
-)
+from tracecard.server.proxy.calls import Calls, await_resumed, fail_open, record_message
 from tracecard.server.proxy.forward import response_headers
 from tracecard.server.proxy.sse import SseEventTooLarge, SseParser
 from tracecard.server.proxy.state import ProxyState
 from tracecard.server.proxy.transport import Answer, UpstreamClient
 from tracecard.traces import semconv
-
-log = logging.getLogger(__name__)
 
 # Non-streaming bodies up to this size are read whole before the agent gets the head.
 BUFFER_MAX = 16 * 1024 * 1024
@@ -101,7 +93,7 @@ class StreamWatch:
     agent's disconnect, and the drain is a callback of `Runtime.draining` (a task only once the
     server drains). It was three tasks and an `asyncio.wait` a watched stream."""
 
-    __slots__ = ("_calls", "_draining", "_handle", "_reason", "_streaming", "_tasks", "loop")
+    __slots__ = ("_calls", "_draining", "_handle", "_reason", "_streaming", "_tasks")
 
     def __init__(self, receive: Receive, calls: Calls | None, draining: DrainEvent | None) -> None:
         streaming = asyncio.current_task()
@@ -113,7 +105,7 @@ class StreamWatch:
         self._tasks: list[asyncio.Task[None]] = []
         # the stream's loop, from its task (on Python 3.11 `asyncio.get_running_loop()` costs a
         # getpid() syscall)
-        self.loop = loop = streaming.get_loop()
+        loop = streaming.get_loop()
         self._handle: asyncio.TimerHandle | None = loop.call_later(
             WATCH_AFTER_S, self._start, receive
         )
@@ -289,7 +281,6 @@ async def relay_sse(
     event_id: str | None = None  # the last event id seen: the client may resume after it
     tail = b""  # the last byte the agent got
     read = response.read_chunk
-    loop = watcher.loop
     try:
         async with asyncio.timeout_at(deadline) as timer:
             while chunk := await read():
@@ -300,13 +291,10 @@ async def relay_sse(
                 except SseEventTooLarge as too_large:
                     events, error = too_large.events, semconv.ERR_TOO_LARGE
                     _mark_cut(state, calls, too_large)
-                answered: Answered = []
                 for event in events:
                     event_id = event.id if event.id is not None else event_id
                     if event.data and event.event == "message":
-                        _record_event(state, calls, event.data, answered)
-                if answered:  # after this turn's write of the event (scheduled before this)
-                    loop.call_soon(finish_answered, state, answered)
+                        _record_event(state, calls, event.data)
                 if error is not None:
                     break  # the agent has half an event: it is ended and answered below
                 if deadline is not None and not calls.requests:
@@ -351,30 +339,16 @@ async def relay_sse(
         fail_open(state, calls, error, _failure_text(calls.exchange.upstream, error))
 
 
-def _record_event(
-    state: ProxyState, calls: Calls, data: str, answered: Answered | None = None
-) -> None:
+def _record_event(state: ProxyState, calls: Calls, data: str) -> None:
     try:
         message = orjson.loads(data)
     except orjson.JSONDecodeError:
         return
     if isinstance(message, list):
         for item in message:
-            record_message(state, calls, item, answered)
+            record_message(state, calls, item)
     else:
-        record_message(state, calls, message, answered)
-
-
-def finish_answered(state: ProxyState, answered: Answered) -> None:
-    """Close the spans of calls an event answered; each ends even if recording it fails."""
-    recorder = state.recorder
-    for pending, message in answered:
-        try:
-            recorder.finish(pending, message)
-        except Exception:  # (a loop callback: nothing above it would end the span)
-            log.exception("could not record the answer to a %s call", pending.method)
-            with contextlib.suppress(Exception):
-                pending.span.end()
+        record_message(state, calls, message)
 
 
 async def _answer_open_requests(
