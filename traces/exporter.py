@@ -140,6 +140,8 @@ class SqlSpanExporter(SpanExporter):
     A span after a quiet interval is stored at once; `force_flush` and shutdown never wait.
     """
 
+    MERGE_MAX_SPANS = 20_000  # spans in one transaction of merged batches, at most
+
     def __init__(
         self, store: Store, spool: Spool | None = None, store_every_s: float = 0.0
     ) -> None:
@@ -228,8 +230,11 @@ class SqlSpanExporter(SpanExporter):
             del item, items  # the thread holds no batch while it waits for the next one
 
     def _take_queued(self, items: list[tuple[int, list[SpanDict]]]) -> bool:
-        """Add the batches queued meanwhile to `items`; True when shutdown was asked for."""
-        while True:
+        """Add the batches queued meanwhile to `items`, up to `MERGE_MAX_SPANS` spans (a backlog,
+        e.g. after the database was locked, is stored in bounded transactions); True when
+        shutdown was asked for."""
+        spans = sum(len(batch) for _, batch in items)
+        while spans < self.MERGE_MAX_SPANS:
             try:
                 more = self._queue.get_nowait()
             except queue.Empty:
@@ -237,6 +242,8 @@ class SqlSpanExporter(SpanExporter):
             if more is None:
                 return True
             items.append(more)
+            spans += len(more[1])
+        return False
 
     def _store_logged(self, items: list[tuple[int, list[SpanDict]]]) -> None:
         """Store spooled batches in one transaction, then release them from the spool."""

@@ -131,3 +131,25 @@ def test_sigkill_while_a_batch_waits_loses_nothing_spooled(store: Store, tmp_pat
         assert restarted.stats.recovered == 8
     finally:
         restarted.shutdown(timeout_millis=10_000)
+
+
+def test_a_backlog_is_stored_in_bounded_transactions(
+    store: Store, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Batches queued while the writer waited are merged up to MERGE_MAX_SPANS spans a
+    transaction; the rest follow in the next ones, nothing left behind."""
+    monkeypatch.setattr(SqlSpanExporter, "MERGE_MAX_SPANS", 8)
+    counting = _Counting(store)
+    exporter = SqlSpanExporter(store, Spool(tmp_path / "spans.jsonl"), store_every_s=LONG)
+    try:
+        exporter.export(_spans(5))  # stored at once; the next ones wait for the interval
+        assert _eventually(lambda: _stored(store) == 5)
+        for first in (5, 10, 15, 20):
+            exporter.export(_spans(5, first=first))
+        assert exporter.force_flush(timeout_millis=10_000)
+        assert _stored(store) == 25
+        # 5 at once, then 5 + 5 (8 reached), then 5 + 5
+        assert counting.sizes == [5, 10, 10]
+    finally:
+        exporter.shutdown(timeout_millis=10_000)
+    assert not list(tmp_path.glob("spans.*.*.jsonl"))
