@@ -1,7 +1,7 @@
 """The server's "draining" flag: an `asyncio.Event` that also calls back when it is set.
 
 `Runtime.draining` is set when the server starts shutting down. A stream watches for it
-(`tracecard.server.proxy.relay.StreamWatch`): waiting on the event would take a task per
+(`tracecard.server.proxy.stream_watch.StreamWatch`): waiting on the event would take a task per
 stream, which every proxied SSE answer that lasts a moment paid; a callback costs a set entry.
 """
 

@@ -19,10 +19,11 @@ from tracecard.server.proxy.forward import (
     scan_request_headers,
     upstream_url,
 )
-from tracecard.server.proxy.relay import STREAM_ERRORS, TIMEOUT_ERRORS, Decoder, watch_disconnect
+from tracecard.server.proxy.relay import STREAM_ERRORS, TIMEOUT_ERRORS, Decoder
 from tracecard.server.proxy.sessions import choose_run
 from tracecard.server.proxy.sse import SseEventTooLarge, SseParser
 from tracecard.server.proxy.state import ProxyState, Upstream
+from tracecard.server.proxy.stream_watch import watch_disconnect
 from tracecard.server.proxy.transport import UpstreamResponse
 from tracecard.server.recording.genai import ModelExchange, record_model_call
 from tracecard.server.recording.genai_output import api_of

@@ -15,7 +15,7 @@ from mcp.client.client import Client
 from tests.support.processes import mcp_tool_server
 from tests.support.proxy import MCP_HEADERS, named, new_run, rpc, run_spans, tracecard_for
 from tests.support.tracecard import RunningServer, await_flush, runtime_of
-from tracecard.server.proxy.relay import WATCH_AFTER_S
+from tracecard.server.proxy.stream_watch import WATCH_AFTER_S
 
 MODES = ["auto", "legacy"]
 PROTOCOL = {"auto": "2026-07-28", "legacy": "2025-11-25"}

@@ -1,4 +1,4 @@
-"""Watching a proxied stream (server/proxy/relay.py `StreamWatch`, server/draining.py): the
+"""Watching a proxied stream (server/proxy/stream_watch.py `StreamWatch`, server/draining.py): the
 agent's hang-up and the server's drain end a stream that lasts; a short stream costs a timer,
 a longer one a single task, and a drain is a callback of `Runtime.draining`."""
 
@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from tracecard.server.draining import DrainEvent
-from tracecard.server.proxy.relay import DISCONNECTED, DRAINING, WATCH_AFTER_S, StreamWatch
+from tracecard.server.proxy.stream_watch import DISCONNECTED, DRAINING, WATCH_AFTER_S, StreamWatch
 
 
 class Owed:
