@@ -91,6 +91,25 @@ _SPAN_COLUMNS = (
 )
 
 
+def _insert_spans_sql(rows: int, mark: str, verb: str = "INSERT") -> str:
+    """`INSERT` of `rows` spans, idempotent on span id only: SQLite's `INSERT OR IGNORE` would
+    also skip, silently, a row that breaks NOT NULL (it is then repaired, or dead-lettered, like
+    on PostgreSQL). Several rows in one statement: a duplicate id among them is skipped too."""
+    one = "(" + ", ".join([mark] * len(_SPAN_COLUMNS)) + ")"
+    values = ", ".join([one] * rows)
+    columns = ", ".join(_SPAN_COLUMNS)
+    return f"{verb} INTO spans ({columns}) VALUES {values} ON CONFLICT (span_id) DO NOTHING"
+
+
+SQLITE_CHUNK = 64  # spans a statement on SQLite (1,152 parameters: SQLite's limit is 32,766)
+# `OR FAIL`: a row that breaks NOT NULL stops the statement and keeps the rows before it, so
+# SQLite needs no statement journal to undo them (with `ABORT`, the default, it keeps one, and
+# a 64-row statement spills it to a temporary file: 1.5x the disk writes). Nothing is kept
+# either way: the error rolls the whole transaction back and `write_spans` goes row by row.
+_CHUNK_SQL = _insert_spans_sql(SQLITE_CHUNK, "?", "INSERT OR FAIL")
+_ROW_SQL = _insert_spans_sql(1, "?")
+_PG_ROW_SQL = _insert_spans_sql(1, "%s")  # psycopg: executemany is pipelined already
+
 _TOOL_NAME, _ERROR_TYPE, _ROLE, _RUN_ID = (
     semconv.GEN_AI_TOOL_NAME,
     semconv.ERROR_TYPE,
@@ -217,18 +236,27 @@ class Store:
         return write_spans(self._insert_batch, batch, self.health, keep_trying, self.dead_letters)
 
     def _insert_batch(self, spans: list[SpanDict]) -> None:
-        """One driver-level executemany with JSON encoded by orjson: the span exporter and OTLP
-        ingest call this with thousands of spans, where SQLAlchemy's per-row processing costs
-        more than SQLite itself."""
+        """Driver-level inserts with JSON encoded by orjson: the span exporter and OTLP ingest
+        call this with thousands of spans, where SQLAlchemy's per-row processing costs more
+        than SQLite itself."""
         rows = _span_rows(spans, clean=not self._sqlite)
-        marks = ", ".join(["?" if self._sqlite else "%s"] * len(_SPAN_COLUMNS))
-        # idempotent on span id only: SQLite's `INSERT OR IGNORE` would also skip, silently,
-        # a row that breaks NOT NULL (it is then repaired, or dead-lettered, like on PostgreSQL)
-        columns = ", ".join(_SPAN_COLUMNS)
-        sql = f"INSERT INTO spans ({columns}) VALUES ({marks}) ON CONFLICT (span_id) DO NOTHING"
-        with self._write_lock if self._sqlite else contextlib.nullcontext():
+        if not self._sqlite:
             with self.engine.begin() as connection:
-                connection.exec_driver_sql(sql, rows)
+                connection.exec_driver_sql(_PG_ROW_SQL, rows)
+            return
+        # SQLite: whole chunks of rows in one statement each, the rest row by row. pysqlite
+        # releases the GIL around every `sqlite3_step`: once a row under `executemany`, each
+        # time taken back from the event loop's thread; a statement of `SQLITE_CHUNK` rows is
+        # one step. SQLite's own work is less too (one statement's setup a chunk, not a row)
+        whole = len(rows) - len(rows) % SQLITE_CHUNK
+        with self._write_lock, self.engine.begin() as connection:
+            for start in range(0, whole, SQLITE_CHUNK):
+                flat: list[Any] = []
+                for row in rows[start : start + SQLITE_CHUNK]:
+                    flat += row
+                connection.exec_driver_sql(_CHUNK_SQL, tuple(flat))
+            if whole < len(rows):
+                connection.exec_driver_sql(_ROW_SQL, rows[whole:])
 
     def spans_for_run(self, run_id: str) -> list[SpanDict]:
         """All spans of a run (by run id, or by the run's trace id), in start-time order."""
