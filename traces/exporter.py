@@ -356,9 +356,15 @@ class StoringBatchProcessor(BatchSpanProcessor):
         if batch._shutdown:
             self._dropped()
             return
-        if not isinstance(batch._queue, _CountingQueue):  # a new queue after a fork
-            batch._queue = _CountingQueue(batch._max_queue_size, self._dropped)
-        batch.emit(row)  # type: ignore[arg-type]  # (the exporter takes rows as they are)
+        queue = batch._queue
+        if not isinstance(queue, _CountingQueue):  # a new queue after a fork
+            queue = batch._queue = _CountingQueue(batch._max_queue_size, self._dropped)
+        # the SDK's `emit` without its `os.getpid()` (a syscall a span: the SDK re-arms its
+        # worker after a fork with `os.register_at_fork` too) and its self-metrics; the queue
+        # counts what it drops
+        queue.appendleft(row)
+        if len(queue) >= batch._max_export_batch_size and not batch._worker_awaken.is_set():
+            batch._worker_awaken.set()
 
     def _dropped(self) -> None:
         self.queue_dropped += 1
