@@ -141,8 +141,14 @@ class Spool:
         segment = self._next
         self._next += 1
         path = self.path.with_name(f"{self._stem}.{self._owner}.{segment}.jsonl")
-        handle = open(path, "ab")  # noqa: SIM115 - held open (and locked) until released
+        # locked under a name `deliver` does not look at, then renamed: under its own name the
+        # segment is never unlocked, so another process's delivery (or this one's writer, at
+        # its start) cannot take it for a dead process's, empty, and remove it between the
+        # open and the lock, leaving this process to log into a file no one can deliver
+        unseen = path.with_name(path.name + ".new")
+        handle = open(unseen, "ab")  # noqa: SIM115 - held open (and locked) until released
         fcntl.flock(handle, fcntl.LOCK_EX)
+        os.rename(unseen, path)
         self._segments[segment] = (handle, path)
         self._outstanding[segment] = 0
         return segment
