@@ -42,7 +42,8 @@ from tracecard.server.recording.ingested import distrust, redact, take_macs  # n
 from tracecard.server.recording.redaction import Redactor  # noqa: E402
 from tracecard.server.settings import Settings  # noqa: E402
 from tracecard.traces.otlp_ingest import decode_protobuf  # noqa: E402
-from tracecard.traces.store import _SPAN_COLUMNS, Store, _span_rows  # noqa: E402
+from tracecard.traces.span_rows import _SPAN_COLUMNS, span_rows  # noqa: E402
+from tracecard.traces.store import Store  # noqa: E402
 
 STAGES = ("decode", "macs", "redact", "join", "distrust", "rows", "executemany", "commit")
 
@@ -95,7 +96,7 @@ def _round(
         distrust(spans, macs, key)
         spent["distrust"] += clock() - started
         started = clock()
-        rows = _span_rows(spans, clean=False)
+        rows = span_rows(spans, clean=False)
         spent["rows"] += clock() - started
         started = clock()
         connection.execute("BEGIN")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracecard.traces.store import SQLITE_CHUNK, Store
+from tracecard.traces.span_rows import SQLITE_CHUNK
+from tracecard.traces.store import Store
 
 RUN = "r-chunks"
 

@@ -108,7 +108,7 @@ def test_sqlite_checkpoints_the_wal_every_10000_pages(tmp_path: Path) -> None:
 
 def test_insert_rows_hold_each_column_of_the_span() -> None:
     # the insert path builds its rows directly (the hot path), in `_SPAN_COLUMNS` order
-    from tracecard.traces.store import _SPAN_COLUMNS, _span_rows, span_values
+    from tracecard.traces.span_rows import _SPAN_COLUMNS, span_rows, span_values
 
     resource = {"service.name": "agent"}
     tool = _span("3" * 16, 300, parent="", **{"gen_ai.tool.name": 7, "tracecard.role": "agent"})
@@ -122,7 +122,7 @@ def test_insert_rows_hold_each_column_of_the_span() -> None:
     event = '[{"name":"e","time_unix_nano":401,"attributes":{"k":1}}]'
     link = '[{"trace_id":"' + "cd" * 16 + '","span_id":"' + "5" * 16 + '"}]'
     agent = '{"service.name":"agent"}'
-    assert _span_rows([tool, failed, bare, late], clean=False) == [
+    assert span_rows([tool, failed, bare, late], clean=False) == [
         (
             "3" * 16,
             "ab" * 16,
