@@ -15,7 +15,7 @@ from sqlalchemy import Select, and_, bindparam, case, func, select
 
 from tracecard.traces import semconv
 from tracecard.traces.models import RunRow, SpanRow
-from tracecard.traces.store import Store
+from tracecard.traces.store import Store, detached_run
 
 __all__ = ["RunSummary", "end_run", "summarize_runs"]
 
@@ -134,10 +134,15 @@ def end_run(
     """Write the run's summary (and `fields`: status, end reason, ...) on its row; None if no
     such run. `client` is what the proxy saw, kept over what the spans say. With `finish`, the
     same write sets `finished_at` to its last span's end (else now), so no reader sees a
-    finished run without its end."""
-    run = store.get_run(run_id)
-    if run is None:
+    finished run without its end.
+
+    The row returned is the run as written, built from the values read and written
+    (`detached_run`: for reading, in no session). An ad-hoc run ends with every MCP session:
+    through the ORM, the read and the row cost more than the summary's queries."""
+    stored = store.read_run(run_id)
+    if stored is None:
         return None
+    run = detached_run(stored)
     summary = summarize_runs(store, [run])[run_id]
     values: dict[str, Any] = {
         "calls": summary.calls,
@@ -155,7 +160,6 @@ def end_run(
         last = summary.last_ns or time.time_ns()
         values["finished_at"] = datetime.fromtimestamp(last / 1e9, UTC)
     values.update(fields)
-    updated = store.write_run_fields(run, **values)
-    if updated is None:  # deleted while it was summarised
+    if not store.write_run(run_id, values):  # deleted while it was summarised
         return None
-    return updated, summary
+    return detached_run({**stored, **values}), summary
