@@ -11,10 +11,11 @@ from functools import cache
 from typing import Any
 
 import orjson
-from sqlalchemy import Select, and_, bindparam, case, func, select
+from sqlalchemy import Connection, Select, and_, bindparam, case, func, select
 
 from tracecard.traces import semconv
 from tracecard.traces.models import RunRow, SpanRow
+from tracecard.traces.search import search_document, write_documents
 from tracecard.traces.store import Store, detached_run
 
 __all__ = ["RunSummary", "end_run", "summarize_runs"]
@@ -100,50 +101,65 @@ def _statements() -> tuple[Select[Any], Select[Any], Select[Any]]:
     return figures, upstreams, first_params
 
 
-def summarize_runs(store: Store, runs: Sequence[RunRow]) -> dict[str, RunSummary]:
-    """Each run's summary, in three grouped queries whatever the number of runs."""
+def summarize_runs(
+    store: Store, runs: Sequence[RunRow], connection: Connection | None = None
+) -> dict[str, RunSummary]:
+    """Each run's summary, in three grouped queries whatever the number of runs (on
+    `connection` if given)."""
     if not runs:
         return {}
+    if connection is None:
+        with store.engine.connect() as connection:
+            return summarize_runs(store, runs, connection)
     ids = [r.id for r in runs]
     roots = [r.root_span_id for r in runs]
     figures, upstreams, first_params = _statements()
     found = {run_id: RunSummary() for run_id in ids}
-    with store.engine.connect() as connection:
-        values = {"ids": ids, "roots": roots}
-        for run_id, calls, errors, used, first, last in connection.execute(figures, values):
-            summary = found[run_id]
-            summary.calls, summary.errors = int(calls or 0), int(errors or 0)
-            summary.tokens = int(used or 0)
-            summary.first_ns = int(first) if first is not None else None
-            summary.last_ns = int(last) if last is not None else None
-        for run_id, name in connection.execute(upstreams, {"ids": ids}):
-            found[run_id].upstreams.append(str(name))
-        pending = set(ids)
-        for run_id, params in connection.execute(first_params, {"ids": ids}):
-            if run_id in pending and (client := _client_of(params)) is not None:
-                found[run_id].client = client
-                pending.discard(run_id)
+    values = {"ids": ids, "roots": roots}
+    for run_id, calls, errors, used, first, last in connection.execute(figures, values):
+        summary = found[run_id]
+        summary.calls, summary.errors = int(calls or 0), int(errors or 0)
+        summary.tokens = int(used or 0)
+        summary.first_ns = int(first) if first is not None else None
+        summary.last_ns = int(last) if last is not None else None
+    for run_id, name in connection.execute(upstreams, {"ids": ids}):
+        found[run_id].upstreams.append(str(name))
+    pending = set(ids)
+    for run_id, params in connection.execute(first_params, {"ids": ids}):
+        if run_id in pending and (client := _client_of(params)) is not None:
+            found[run_id].client = client
+            pending.discard(run_id)
     for summary in found.values():
         summary.upstreams.sort()
     return found
 
 
 def end_run(
-    store: Store, run_id: str, client: str | None = None, *, finish: bool = False, **fields: Any
+    store: Store,
+    run_id: str,
+    client: str | None = None,
+    *,
+    finish: bool = False,
+    index: bool = False,
+    **fields: Any,
 ) -> tuple[RunRow, RunSummary] | None:
     """Write the run's summary (and `fields`: status, end reason, ...) on its row; None if no
     such run. `client` is what the proxy saw, kept over what the spans say. With `finish`, the
     same write sets `finished_at` to its last span's end (else now), so no reader sees a
-    finished run without its end.
+    finished run without its end; with `index`, its search document is written in the same
+    transaction too (`tracecard.traces.search`).
 
-    The row returned is the run as written, built from the values read and written
+    One connection reads (the row, the summary, the document) and one transaction writes. The
+    row returned is the run as written, built from the values read and written
     (`detached_run`: for reading, in no session). An ad-hoc run ends with every MCP session:
-    through the ORM, the read and the row cost more than the summary's queries."""
-    stored = store.read_run(run_id)
-    if stored is None:
-        return None
-    run = detached_run(stored)
-    summary = summarize_runs(store, [run])[run_id]
+    through the ORM and a connection a step, ending cost more than the queries themselves."""
+    with store.engine.connect() as reading:
+        stored = store.read_run(run_id, reading)
+        if stored is None:
+            return None
+        run = detached_run(stored)
+        summary = summarize_runs(store, [run], reading)[run_id]
+        document = search_document(store, run, reading) if index else None
     values: dict[str, Any] = {
         "calls": summary.calls,
         "errors": summary.errors,
@@ -160,6 +176,9 @@ def end_run(
         last = summary.last_ns or time.time_ns()
         values["finished_at"] = datetime.fromtimestamp(last / 1e9, UTC)
     values.update(fields)
-    if not store.write_run(run_id, values):  # deleted while it was summarised
-        return None
+    with store.write_connection() as writing:
+        if not store.write_run(run_id, values, writing):  # deleted while it was summarised
+            return None
+        if document is not None:
+            write_documents(store, [(run_id, run.created_at, document)], writing)
     return detached_run({**stored, **values}), summary

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, String, bindparam, column, select, text
+from sqlalchemy import Connection, Select, String, bindparam, column, select, text
 from sqlalchemy.sql.elements import ColumnElement
 
 from tracecard.traces import semconv
@@ -65,19 +65,21 @@ def _document_query() -> Select[Any]:
     )
 
 
-def search_document(store: Store, run: RunRow) -> str:
+def search_document(store: Store, run: RunRow, connection: Connection | None = None) -> str:
     """What a run is found by: each agent tool call's name, arguments and result, and the
-    final answer."""
+    final answer (read on `connection` if given)."""
+    if connection is None:
+        with store.engine.connect() as connection:
+            return search_document(store, run, connection)
     parts: list[str] = []
     size = 0
-    with store.engine.connect() as connection:
-        for name, arguments, result in connection.execute(_document_query(), {"run": run.id}):
-            for part in (name, arguments, result):
-                if part:
-                    parts.append(str(part))
-                    size += len(parts[-1])
-            if size > DOCUMENT_MAX_CHARS:
-                break
+    for name, arguments, result in connection.execute(_document_query(), {"run": run.id}):
+        for part in (name, arguments, result):
+            if part:
+                parts.append(str(part))
+                size += len(parts[-1])
+        if size > DOCUMENT_MAX_CHARS:
+            break
     if run.final_answer:
         parts.append(run.final_answer)
     return "\n".join(parts)[:DOCUMENT_MAX_CHARS].replace("\x00", " ")
@@ -94,36 +96,44 @@ def index_runs(store: Store, runs: Sequence[str | RunRow]) -> None:
     write_documents(store, documents)
 
 
-def write_documents(store: Store, documents: Sequence[tuple[str, datetime, str]]) -> None:
-    """Store (run id, created at, document text), replacing a run's earlier document."""
+def write_documents(
+    store: Store,
+    documents: Sequence[tuple[str, datetime, str]],
+    connection: Connection | None = None,
+) -> None:
+    """Store (run id, created at, document text), replacing a run's earlier document; in
+    `connection`'s transaction if given (it holds the writer lock: `Store.write_connection`)."""
     if not documents:
         return
-    with store.write_connection() as connection:  # (Core: an ORM session costs more here)
-        if store.engine.dialect.name == "postgresql":
-            connection.execute(
-                text(
-                    "INSERT INTO run_search (run_id, document) "
-                    "VALUES (:run, to_tsvector('simple', :body)) "
-                    "ON CONFLICT (run_id) DO UPDATE SET document = excluded.document"
-                ),
-                [{"run": r, "body": body} for r, _created, body in documents],
-            )
-            return
-        taken = text("SELECT rowid, run_id FROM run_search WHERE rowid >= :low AND rowid < :high")
-        for run_id, created, body in documents:
-            low = time_rowid(created)
-            bounds = {"low": low, "high": low + SLOTS}
-            used: dict[int, str] = dict(connection.execute(taken, bounds).all())
-            mine = [row for row, owner in used.items() if owner == run_id]
-            free = [row for row in range(low, low + SLOTS) if row not in used]
-            row = mine[0] if mine else free[0] if free else None
-            if row is None:  # more than SLOTS runs in one microsecond: share the last row
-                row = low + SLOTS - 1
-            connection.execute(text("DELETE FROM run_search WHERE rowid = :row"), {"row": row})
-            connection.execute(
-                text("INSERT INTO run_search (rowid, run_id, body) VALUES (:row, :run, :body)"),
-                {"row": row, "run": run_id, "body": body},
-            )
+    if connection is None:
+        with store.write_connection() as connection:
+            write_documents(store, documents, connection)
+        return
+    if store.engine.dialect.name == "postgresql":
+        connection.execute(
+            text(
+                "INSERT INTO run_search (run_id, document) "
+                "VALUES (:run, to_tsvector('simple', :body)) "
+                "ON CONFLICT (run_id) DO UPDATE SET document = excluded.document"
+            ),
+            [{"run": r, "body": body} for r, _created, body in documents],
+        )
+        return
+    taken = text("SELECT rowid, run_id FROM run_search WHERE rowid >= :low AND rowid < :high")
+    for run_id, created, body in documents:
+        low = time_rowid(created)
+        bounds = {"low": low, "high": low + SLOTS}
+        used: dict[int, str] = dict(connection.execute(taken, bounds).all())
+        mine = [row for row, owner in used.items() if owner == run_id]
+        free = [row for row in range(low, low + SLOTS) if row not in used]
+        row = mine[0] if mine else free[0] if free else None
+        if row is None:  # more than SLOTS runs in one microsecond: share the last row
+            row = low + SLOTS - 1
+        connection.execute(text("DELETE FROM run_search WHERE rowid = :row"), {"row": row})
+        connection.execute(
+            text("INSERT INTO run_search (rowid, run_id, body) VALUES (:row, :run, :body)"),
+            {"row": row, "run": run_id, "body": body},
+        )
 
 
 def parse_terms(query: str) -> list[tuple[list[str], bool]]:

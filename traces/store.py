@@ -243,16 +243,23 @@ class Store:
         with self.session() as session:
             return session.get(RunRow, run_id)
 
-    def read_run(self, run_id: str) -> dict[str, Any] | None:
+    def read_run(self, run_id: str, connection: Connection | None = None) -> dict[str, Any] | None:
         """A run's stored values by column, read without an ORM session (`detached_run` makes
-        a row of them); None if there is no such run."""
-        with self.engine.connect() as connection:
-            found = connection.execute(_RUN_READ, {"_run_id": run_id}).mappings().first()
+        a row of them), on `connection` if given; None if there is no such run."""
+        if connection is None:
+            with self.engine.connect() as connection:
+                return self.read_run(run_id, connection)
+        found = connection.execute(_RUN_READ, {"_run_id": run_id}).mappings().first()
         return dict(found) if found is not None else None
 
-    def write_run(self, run_id: str, fields: dict[str, Any]) -> bool:
-        """Write `fields` on a run in one UPDATE; whether the run was there."""
-        return self._write_run(run_id, fields)
+    def write_run(
+        self, run_id: str, fields: dict[str, Any], connection: Connection | None = None
+    ) -> bool:
+        """Write `fields` on a run in one UPDATE (in `connection`'s transaction if given, which
+        holds the writer lock: see `write_connection`); whether the run was there."""
+        if connection is None:
+            return self._write_run(run_id, fields)
+        return bool(connection.execute(_RUN_BY_ID, {"_run_id": run_id, **fields}).rowcount)
 
     def update_run(self, run_id: str, **fields: Any) -> RunRow | None:
         """Write `fields` on a run and return it as stored then; None if there is no such run."""

@@ -17,7 +17,6 @@ from tracecard.server.runs.registry import RunInfo, client_label, emit, root_spa
 from tracecard.server.runtime import Runtime
 from tracecard.traces.models import RunRow
 from tracecard.traces.run_summary import end_run
-from tracecard.traces.search import index_runs
 
 __all__ = ["END_REASONS", "AdhocRuns", "adhoc_lifespan"]
 
@@ -107,13 +106,13 @@ def _write_end(
         info.id,
         client_label(info.client),
         finish=True,
+        index=True,  # its search document in the same transaction
         status="finished",
         end_reason=reason,
     )
     if ended is None:
         return None
     row, summary = ended
-    index_runs(runtime.store, [row])  # the row just written: not read again
     return row, summary.first_ns, summary.last_ns
 
 

@@ -26,7 +26,6 @@ from tracecard.server.settings import MODEL_KINDS
 from tracecard.traces import infra_failures
 from tracecard.traces.models import RunRow
 from tracecard.traces.run_summary import end_run
-from tracecard.traces.search import index_runs
 
 
 class RunCreate(BaseModel):
@@ -196,10 +195,11 @@ async def finish_run(runtime: Runtime, run_id: str, body: RunFinish) -> dict[str
     client = client_label(info.client) if info is not None else None
     if info is not None and info.adhoc:
         runtime.runs.adhoc_ended(info)  # its session or client opens a new run from now on
-    ended = await anyio.to_thread.run_sync(lambda: end_run(runtime.store, run_id, client))
+    ended = await anyio.to_thread.run_sync(
+        lambda: end_run(runtime.store, run_id, client, index=True)  # (its search document too)
+    )
     assert ended is not None
     updated, summary = ended
-    await anyio.to_thread.run_sync(index_runs, runtime.store, [updated])
     first = summary.first_ns
     end_ns = time.time_ns()
     if updated.adhoc_key is not None and summary.last_ns is not None:

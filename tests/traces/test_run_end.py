@@ -117,6 +117,21 @@ def test_an_ended_run_is_found_by_its_tool_calls_from_its_row(store: Store) -> N
     assert _ids(store, "refund") == set()
 
 
+def test_ending_with_index_writes_the_document_in_the_same_write(store: Store) -> None:
+    """What a session's end does: the summary and the search document in one transaction."""
+    run = _run_with_calls(store, ["escalate_ticket"], "helpdesk")
+    assert _ids(store, "escalate_ticket") == set()
+    ended = end_run(store, run.id, finish=True, index=True, status="finished")
+    assert ended is not None and ended[0].status == "finished"
+    assert _ids(store, "escalate_ticket") == {run.id}
+    # ended again (a second DELETE, the idle sweep): still one document, still found
+    assert end_run(store, run.id, finish=True, index=True, status="finished") is not None
+    assert _ids(store, "escalate_ticket") == {run.id}
+    with store.engine.connect() as connection:
+        count = connection.execute(text("SELECT count(*) FROM run_search")).scalar_one()
+    assert count == 1
+
+
 def _ids(store: Store, query: str) -> set[str]:
     with store.engine.connect() as connection:
         if store.engine.dialect.name == "postgresql":
