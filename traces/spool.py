@@ -21,6 +21,7 @@ import hashlib
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -32,6 +33,10 @@ from tracecard.traces.engine import json_text
 SpanDict = dict[str, Any]
 BATCH = 512
 SEGMENT_BYTES = 1 << 20  # a fully stored segment larger than this is removed and a new one begun
+# A segment is created as `<name>.new` and renamed once locked, microseconds later; one older
+# than this whose lock is free was left by a process that died in between (empty: nothing is
+# logged into a segment before its rename), and delivery removes it.
+UNSEEN_STALE_S = 60.0
 
 
 def _lines(spans: list[SpanDict]) -> bytes:
@@ -166,9 +171,32 @@ class Spool:
                 return True
         return any(p.stat().st_size > 0 for p in self._orphans() if p.exists())
 
+    def _sweep_unseen(self) -> None:
+        """Remove the `.new` files of processes that died between a segment's creation and its
+        rename: old, unlocked and empty (one with bytes, which no process writes, is given its
+        segment name instead, to be delivered)."""
+        stale = time.time() - UNSEEN_STALE_S
+        for path in self.path.parent.glob(f"{self._stem}.*.*.jsonl.new"):
+            try:
+                if path.stat().st_mtime > stale:
+                    continue  # (a live process renames its own within microseconds)
+                handle = open(path, "rb")  # noqa: SIM115 - closed below
+            except FileNotFoundError:
+                continue
+            with handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                if os.fstat(handle.fileno()).st_size:
+                    os.rename(path, path.with_suffix(""))
+                else:
+                    path.unlink(missing_ok=True)
+
     def deliver(self, send: Callable[[list[SpanDict]], bool]) -> int:
         """Send what nobody holds with `send(batch) -> bool`, oldest first; keep what did not
         go. Returns how many spans were sent."""
+        self._sweep_unseen()
         sent = 0
         for path in self._orphans():
             try:
