@@ -177,17 +177,13 @@ class Spool:
         segment name instead, to be delivered)."""
         stale = time.time() - UNSEEN_STALE_S
         for path in self.path.parent.glob(f"{self._stem}.*.*.jsonl.new"):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 if path.stat().st_mtime > stale:
                     continue  # (a live process renames its own within microseconds)
-                handle = open(path, "rb")  # noqa: SIM115 - closed below
-            except FileNotFoundError:
+            handle = _unheld(path)
+            if handle is None:
                 continue
             with handle:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue
                 if os.fstat(handle.fileno()).st_size:
                     os.rename(path, path.with_suffix(""))
                 else:
@@ -199,15 +195,10 @@ class Spool:
         self._sweep_unseen()
         sent = 0
         for path in self._orphans():
-            try:
-                handle = open(path, "r+b")  # noqa: SIM115 - closed below
-            except FileNotFoundError:
-                continue
+            handle = _unheld(path)
+            if handle is None:
+                continue  # gone, or a live process holds it
             with handle:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # a live process holds it
                 done, rest = _send_all(_read(handle), send)
                 sent += done
                 if not rest:
@@ -231,6 +222,20 @@ class Spool:
                 tmp.write_bytes(_lines(rest))
                 os.replace(tmp, self.path)
         return sent
+
+
+def _unheld(path: Path) -> IO[bytes] | None:
+    """`path` opened for update and locked, if it exists and no live process holds it."""
+    try:
+        handle = open(path, "r+b")  # noqa: SIM115 - the caller closes it
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
 
 
 def _send_all(
