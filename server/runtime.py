@@ -26,6 +26,7 @@ from tracecard.server.recording.span_ids import TimeOrderedIds
 from tracecard.server.recording.tool_links import ToolCallLinks
 from tracecard.server.runs.registry import RunRegistry
 from tracecard.server.settings import Settings
+from tracecard.server.shared_flush import SharedFlush
 from tracecard.traces import semconv
 from tracecard.traces.deadletter import DEAD_LETTER_NAME, DeadLetters
 from tracecard.traces.exporter import SqlSpanExporter, StoringBatchProcessor
@@ -80,6 +81,7 @@ class Runtime:
     wrap_key: bytes = b""  # the key of `tracecard wrap`'s per-run credentials
     # Set when the server starts shutting down: endless streams close, calls in flight finish.
     draining: DrainEvent = field(default_factory=DrainEvent)
+    _flushes: SharedFlush = field(init=False, repr=False)
 
     @property
     def span_sink(self) -> Any:
@@ -87,9 +89,16 @@ class Runtime:
         return getattr(self.tracer, "span_processor", self.processor)
 
     async def flush(self) -> None:
-        """Wait until every span recorded so far is committed."""
+        """Wait until every span recorded so far is committed (callers at the same time share
+        the flush: `tracecard.server.shared_flush`)."""
+        await self._flushes()
+
+    async def _flush_now(self) -> None:
         await self.runs.drain()
         await anyio.to_thread.run_sync(self.processor.force_flush)
+
+    def __post_init__(self) -> None:
+        self._flushes = SharedFlush(self._flush_now)
 
 
 def make_http_client(settings: Settings) -> httpx.AsyncClient:
