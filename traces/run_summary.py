@@ -11,9 +11,10 @@ from functools import cache
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Select, and_, bindparam, case, func, select
+from sqlalchemy import Connection, Dialect, Select, and_, bindparam, case, func, or_, select
 
 from tracecard.traces import semconv
+from tracecard.traces.driver_sql import DriverStatement
 from tracecard.traces.models import RunRow, SpanRow
 from tracecard.traces.search import search_document, write_documents
 from tracecard.traces.store import Store, detached_run
@@ -21,6 +22,9 @@ from tracecard.traces.store import Store, detached_run
 __all__ = ["RunSummary", "end_run", "summarize_runs"]
 
 CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"  # the 2026-07-28 per-request `_meta`
+# the spans whose params name the client (an OR of equalities rather than an IN, whose SQL
+# SQLAlchemy renders at each execution: see `_one_run`)
+_CLIENT_NAMED_BY = ("initialize", "server/discover", "tools/list")
 
 
 @dataclass
@@ -62,12 +66,9 @@ def _client_of(params_text: Any) -> str | None:
     return (f"{info['name']}/{version}" if version else str(info["name"]))[:200]
 
 
-@cache
-def _statements() -> tuple[Select[Any], Select[Any], Select[Any]]:
-    """The three summary queries, built once: building their expressions was most of the cost of
-    ending a run (an ad-hoc run ends with every session), far more than running them."""
+def _queries(in_runs: Any, not_roots: Any) -> tuple[Select[Any], Select[Any], Select[Any]]:
+    """The three summary queries over the spans `in_runs` selects, roots left out."""
     spans: Any = SpanRow
-    ids: Any = bindparam("ids", expanding=True)
     agent = spans.role == semconv.ROLE_AGENT
     tokens = func.coalesce(
         spans.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS].as_integer(), 0
@@ -81,24 +82,36 @@ def _statements() -> tuple[Select[Any], Select[Any], Select[Any]]:
             func.min(spans.start_ns),
             func.max(func.coalesce(spans.end_ns, spans.start_ns)),
         )
-        .where(spans.run_id.in_(ids), spans.span_id.not_in(bindparam("roots", expanding=True)))
+        .where(in_runs, not_roots)
         .group_by(spans.run_id)
     )
     upstream = spans.attributes[semconv.UPSTREAM].as_string()
-    upstreams = (
-        select(spans.run_id, upstream)
-        .where(spans.run_id.in_(ids), upstream.is_not(None))
-        .distinct()
-    )
+    upstreams = select(spans.run_id, upstream).where(in_runs, upstream.is_not(None)).distinct()
     first_params = (
         select(spans.run_id, spans.attributes[semconv.RPC_PARAMS].as_string())
-        .where(
-            spans.run_id.in_(ids),
-            spans.name.in_(("initialize", "server/discover", "tools/list")),
-        )
+        .where(in_runs, or_(*(spans.name == name for name in _CLIENT_NAMED_BY)))
         .order_by(spans.start_ns)
     )
     return figures, upstreams, first_params
+
+
+@cache
+def _statements() -> tuple[Select[Any], Select[Any], Select[Any]]:
+    """The three summary queries for runs by id, built once: building their expressions was most
+    of the cost of ending a run (an ad-hoc run ends with every session), far more than running
+    them."""
+    spans: Any = SpanRow
+    ids: Any = bindparam("ids", expanding=True)
+    return _queries(spans.run_id.in_(ids), spans.span_id.not_in(bindparam("roots", expanding=True)))
+
+
+@cache
+def _one_run(dialect: Dialect) -> tuple[DriverStatement, ...]:
+    """The same three queries for one run, compiled once for `dialect` and run on the driver's
+    cursor (`traces/driver_sql.py`): a run's end summarises one run, with every MCP session."""
+    spans: Any = SpanRow
+    one = _queries(spans.run_id == bindparam("id"), spans.span_id != bindparam("root"))
+    return tuple(DriverStatement(query, dialect, {"id", "root"}) for query in one)
 
 
 def summarize_runs(
@@ -112,20 +125,29 @@ def summarize_runs(
         with store.engine.connect() as connection:
             return summarize_runs(store, runs, connection)
     ids = [r.id for r in runs]
-    roots = [r.root_span_id for r in runs]
-    figures, upstreams, first_params = _statements()
     found = {run_id: RunSummary() for run_id in ids}
-    values = {"ids": ids, "roots": roots}
-    for run_id, calls, errors, used, first, last in connection.execute(figures, values):
+    rows: list[Any]
+    if len(runs) == 1:  # (a run's end: the driver's cursor, without SQLAlchemy's execution)
+        one = {"id": runs[0].id, "root": runs[0].root_span_id}
+        rows = [query.rows(connection, **one) for query in _one_run(connection.dialect)]
+    else:
+        figures, upstreams, first_params = _statements()
+        values = {"ids": ids, "roots": [r.root_span_id for r in runs]}
+        rows = [
+            connection.execute(figures, values).all(),
+            connection.execute(upstreams, {"ids": ids}).all(),
+            connection.execute(first_params, {"ids": ids}).all(),
+        ]
+    for run_id, calls, errors, used, first, last in rows[0]:
         summary = found[run_id]
         summary.calls, summary.errors = int(calls or 0), int(errors or 0)
         summary.tokens = int(used or 0)
         summary.first_ns = int(first) if first is not None else None
         summary.last_ns = int(last) if last is not None else None
-    for run_id, name in connection.execute(upstreams, {"ids": ids}):
+    for run_id, name in rows[1]:
         found[run_id].upstreams.append(str(name))
     pending = set(ids)
-    for run_id, params in connection.execute(first_params, {"ids": ids}):
+    for run_id, params in rows[2]:
         if run_id in pending and (client := _client_of(params)) is not None:
             found[run_id].client = client
             pending.discard(run_id)

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from contextlib import closing
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Select, String, bindparam, column, select, text
+from sqlalchemy import Connection, Dialect, Select, String, bindparam, column, select, text
 from sqlalchemy.sql.elements import ColumnElement
 
 from tracecard.traces import semconv
+from tracecard.traces.driver_sql import DriverStatement
 from tracecard.traces.models import RunRow, SpanRow
 from tracecard.traces.store import Store
 
@@ -65,6 +67,31 @@ def _document_query() -> Select[Any]:
     )
 
 
+@cache
+def _document_rows(dialect: Dialect) -> DriverStatement:
+    """`_document_query` on the driver's cursor (`traces/driver_sql.py`): run with every run's
+    end, where SQLAlchemy's execution cost more than the query."""
+    return DriverStatement(_document_query(), dialect, {"run"})
+
+
+@cache
+def _sqlite_writes(dialect: Dialect) -> tuple[DriverStatement, DriverStatement, DriverStatement]:
+    """The SQLite document writes (the rows a run's creation time owns, delete, insert)."""
+    return (
+        DriverStatement(
+            text("SELECT rowid, run_id FROM run_search WHERE rowid >= :low AND rowid < :high"),
+            dialect,
+            {"low", "high"},
+        ),
+        DriverStatement(text("DELETE FROM run_search WHERE rowid = :row"), dialect, {"row"}),
+        DriverStatement(
+            text("INSERT INTO run_search (rowid, run_id, body) VALUES (:row, :run, :body)"),
+            dialect,
+            {"row", "run", "body"},
+        ),
+    )
+
+
 def search_document(store: Store, run: RunRow, connection: Connection | None = None) -> str:
     """What a run is found by: each agent tool call's name, arguments and result, and the
     final answer (read on `connection` if given)."""
@@ -73,13 +100,15 @@ def search_document(store: Store, run: RunRow, connection: Connection | None = N
             return search_document(store, run, connection)
     parts: list[str] = []
     size = 0
-    for name, arguments, result in connection.execute(_document_query(), {"run": run.id}):
-        for part in (name, arguments, result):
-            if part:
-                parts.append(str(part))
-                size += len(parts[-1])
-        if size > DOCUMENT_MAX_CHARS:
-            break
+    rows = _document_rows(connection.dialect).iterate(connection, run=run.id)
+    with closing(rows):  # (stopping early closes the cursor now)
+        for name, arguments, result in rows:
+            for part in (name, arguments, result):
+                if part:
+                    parts.append(str(part))
+                    size += len(parts[-1])
+            if size > DOCUMENT_MAX_CHARS:
+                break
     if run.final_answer:
         parts.append(run.final_answer)
     return "\n".join(parts)[:DOCUMENT_MAX_CHARS].replace("\x00", " ")
@@ -119,21 +148,17 @@ def write_documents(
             [{"run": r, "body": body} for r, _created, body in documents],
         )
         return
-    taken = text("SELECT rowid, run_id FROM run_search WHERE rowid >= :low AND rowid < :high")
+    taken, remove, insert = _sqlite_writes(connection.dialect)
     for run_id, created, body in documents:
         low = time_rowid(created)
-        bounds = {"low": low, "high": low + SLOTS}
-        used: dict[int, str] = dict(connection.execute(taken, bounds).all())
+        used: dict[int, str] = dict(taken.rows(connection, low=low, high=low + SLOTS))
         mine = [row for row, owner in used.items() if owner == run_id]
         free = [row for row in range(low, low + SLOTS) if row not in used]
         row = mine[0] if mine else free[0] if free else None
         if row is None:  # more than SLOTS runs in one microsecond: share the last row
             row = low + SLOTS - 1
-        connection.execute(text("DELETE FROM run_search WHERE rowid = :row"), {"row": row})
-        connection.execute(
-            text("INSERT INTO run_search (rowid, run_id, body) VALUES (:row, :run, :body)"),
-            {"row": row, "run": run_id, "body": body},
-        )
+        remove.rows(connection, row=row)
+        insert.rows(connection, row=row, run=run_id, body=body)
 
 
 def parse_terms(query: str) -> list[tuple[list[str], bool]]:

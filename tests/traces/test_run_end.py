@@ -108,6 +108,36 @@ def test_several_runs_are_summarised_apart(store: Store) -> None:
     assert (found[idle.id].calls, found[idle.id].first_ns) == (0, None)
 
 
+def test_one_run_summarised_on_the_driver_is_summarised_as_with_others(store: Store) -> None:
+    """A run's end summarises one run on the driver's cursor (`traces/driver_sql.py`); the
+    runs list summarises several through SQLAlchemy. Same figures, on both databases."""
+    run = _run_with_calls(store, ["lookup", "refund", "lookup"], "helpdesk", failing=2)
+    start = time.time_ns()
+    chat = _span(
+        run,
+        "chat gpt-test",
+        start + 90_000_000,
+        **{
+            semconv.ROLE: "model",
+            semconv.UPSTREAM: "model-proxy",
+            semconv.GEN_AI_USAGE_INPUT_TOKENS: 120,
+            semconv.GEN_AI_USAGE_OUTPUT_TOKENS: 30,
+        },
+    )
+    root = {**_span(run, "invoke_agent adhoc", start - 5_000_000), "span_id": run.root_span_id}
+    root["parent_span_id"] = None
+    root["end_time_unix_nano"] = start + 500_000_000  # the root is left out of the figures
+    store.insert_spans([chat, root])
+    other = _run_with_calls(store, ["search"], "docs")
+    alone = summarize_runs(store, [run])[run.id]
+    together = summarize_runs(store, [run, other])[run.id]
+    assert alone == together
+    assert (alone.calls, alone.errors, alone.tokens) == (3, 2, 150)
+    assert alone.upstreams == ["helpdesk", "model-proxy"]
+    assert alone.client == "bench-agent/2.1"
+    assert alone.last_ns == chat["end_time_unix_nano"]  # not the root's later end
+
+
 def test_an_ended_run_is_found_by_its_tool_calls_from_its_row(store: Store) -> None:
     run = _run_with_calls(store, ["escalate_ticket"], "helpdesk")
     ended = end_run(store, run.id, finish=True, status="finished")
