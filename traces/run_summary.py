@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import orjson
@@ -105,7 +105,7 @@ def _statements() -> tuple[Select[Any], Select[Any], Select[Any]]:
     return _queries(spans.run_id.in_(ids), spans.span_id.not_in(bindparam("roots", expanding=True)))
 
 
-@cache
+@lru_cache(maxsize=16)  # (per engine's dialect)
 def _one_run(dialect: Dialect) -> tuple[DriverStatement, ...]:
     """The same three queries for one run, compiled once for `dialect` and run on the driver's
     cursor (`traces/driver_sql.py`): a run's end summarises one run, with every MCP session."""

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from contextlib import closing
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, Dialect, Select, String, bindparam, column, select, text
@@ -67,14 +67,14 @@ def _document_query() -> Select[Any]:
     )
 
 
-@cache
+@lru_cache(maxsize=16)  # (per engine's dialect)
 def _document_rows(dialect: Dialect) -> DriverStatement:
     """`_document_query` on the driver's cursor (`traces/driver_sql.py`): run with every run's
     end, where SQLAlchemy's execution cost more than the query."""
     return DriverStatement(_document_query(), dialect, {"run"})
 
 
-@cache
+@lru_cache(maxsize=16)  # (per engine's dialect)
 def _sqlite_writes(dialect: Dialect) -> tuple[DriverStatement, DriverStatement, DriverStatement]:
     """The SQLite document writes (the rows a run's creation time owns, delete, insert)."""
     return (
