@@ -24,6 +24,7 @@ from tracecard.server.draining import DrainEvent
 from tracecard.server.hooks import Hooks
 from tracecard.server.recording.span_ids import TimeOrderedIds
 from tracecard.server.recording.tool_links import ToolCallLinks
+from tracecard.server.run_threads import in_thread
 from tracecard.server.runs.registry import RunRegistry
 from tracecard.server.settings import Settings
 from tracecard.server.shared_flush import SharedFlush
@@ -95,7 +96,7 @@ class Runtime:
 
     async def _flush_now(self) -> None:
         await self.runs.drain()
-        await anyio.to_thread.run_sync(self.processor.force_flush)
+        await in_thread(self.processor.force_flush)
 
     def __post_init__(self) -> None:
         self._flushes = SharedFlush(self._flush_now)

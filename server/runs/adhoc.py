@@ -11,8 +11,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import anyio.to_thread
-
+from tracecard.server.run_threads import in_thread
 from tracecard.server.runs.registry import RunInfo, client_label, emit, root_span
 from tracecard.server.runtime import Runtime
 from tracecard.traces.models import RunRow
@@ -83,7 +82,7 @@ class AdhocRuns:
         runtime = self.runtime
         try:
             await runtime.flush()  # its spans are stored: the summary counts them all
-            done = await anyio.to_thread.run_sync(_write_end, runtime, info, reason)
+            done = await in_thread(_write_end, runtime, info, reason)
             if done is None:
                 return
             row, first, last = done

@@ -31,6 +31,7 @@ from opentelemetry.trace import (
     TraceFlags,
 )
 
+from tracecard.server.run_threads import in_thread
 from tracecard.traces import semconv
 from tracecard.traces.models import RunRow
 from tracecard.traces.store import Store
@@ -232,7 +233,7 @@ class RunRegistry:
         """Store an ad-hoc run's row, in a worker thread: one Core insert of its fields and the
         model's defaults (a `RunRow` through the ORM cost ~1 ms of CPU a session)."""
         try:
-            await anyio.to_thread.run_sync(self._store.insert_run, fields)
+            await in_thread(self._store.insert_run, fields)
         except Exception:
             log.exception("could not store ad-hoc run %s", fields["id"])
 
