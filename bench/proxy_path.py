@@ -54,6 +54,48 @@ _HEADERS = [
 ]
 
 
+async def call_app(
+    app: Any, method: str, path: str, body: bytes, extra: list[tuple[bytes, bytes]]
+) -> tuple[int, Any, bytes]:
+    """One request to the ASGI `app` as uvicorn would hand it over: (status, headers, body)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 50000),
+        "scheme": "http",
+        "method": method,
+        "root_path": "",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [*_HEADERS, *extra, (b"content-length", str(len(body)).encode())],
+        "state": {},
+    }
+    sent = False
+
+    async def receive() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()
+        return {"type": "http.disconnect"}
+
+    answer: list[bytes] = []
+    start: dict[str, Any] = {}
+
+    async def send(event: Any) -> None:
+        if event["type"] == "http.response.start":
+            start.update(event)
+        else:
+            answer.append(event.get("body", b""))
+
+    await app(scope, receive, send)
+    return start.get("status", 0), start.get("headers", []), b"".join(answer)
+
+
 async def _lifespan(app: Any) -> tuple[asyncio.Task[Any], asyncio.Queue[Any]]:
     inbox: asyncio.Queue[Any] = asyncio.Queue()
     started = asyncio.get_running_loop().create_future()
@@ -95,42 +137,7 @@ async def _run(args: argparse.Namespace, upstream: str, db: str) -> None:
 
     async def post(message: bytes, extra: list[tuple[bytes, bytes]]) -> tuple[int, Any, bytes]:
         """One POST to /mcp/json as uvicorn would hand it over: (status, headers, body)."""
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.4"},
-            "http_version": "1.1",
-            "server": ("127.0.0.1", 8000),
-            "client": ("127.0.0.1", 50000),
-            "scheme": "http",
-            "method": "POST",
-            "root_path": "",
-            "path": "/mcp/json",
-            "raw_path": b"/mcp/json",
-            "query_string": b"",
-            "headers": [*_HEADERS, *extra, (b"content-length", str(len(message)).encode())],
-            "state": {},
-        }
-        sent = False
-
-        async def receive() -> Any:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": message, "more_body": False}
-            await asyncio.Event().wait()
-            return {"type": "http.disconnect"}
-
-        answer: list[bytes] = []
-        start: dict[str, Any] = {}
-
-        async def send(event: Any) -> None:
-            if event["type"] == "http.response.start":
-                start.update(event)
-            else:
-                answer.append(event.get("body", b""))
-
-        await app(scope, receive, send)
-        return start.get("status", 0), start.get("headers", []), b"".join(answer)
+        return await call_app(app, "POST", "/mcp/json", message, extra)
 
     sessions: list[list[tuple[bytes, bytes]]] = []
     if args.mode == "session":  # one MCP session per client, opened before any round

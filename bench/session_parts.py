@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "bench"))
 
-from proxy_path import _HEADERS, _lifespan, _request, _threads  # noqa: E402
+from proxy_path import _lifespan, _request, _threads, call_app  # noqa: E402
 
 _LOCK = threading.Lock()
 _STEPS: dict[str, list[float]] = {}  # step -> [calls, CPU seconds]
@@ -79,41 +79,8 @@ async def _run(upstream: str, db: str, args: argparse.Namespace) -> dict[str, An
 
     async def request(method: str, message: Any, extra: list[tuple[bytes, bytes]]) -> Any:
         body = orjson.dumps(message) if message is not None else b""
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.4"},
-            "http_version": "1.1",
-            "server": ("127.0.0.1", 8000),
-            "client": ("127.0.0.1", 50000),
-            "scheme": "http",
-            "method": method,
-            "root_path": "",
-            "path": "/mcp/up",
-            "raw_path": b"/mcp/up",
-            "query_string": b"",
-            "headers": [*_HEADERS, *extra, (b"content-length", str(len(body)).encode())],
-            "state": {},
-        }
-        given = False
-
-        async def receive() -> Any:
-            nonlocal given
-            if not given:
-                given = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await asyncio.Event().wait()
-
-        head: dict[str, Any] = {}
-        parts: list[bytes] = []
-
-        async def send(event: Any) -> None:
-            if event["type"] == "http.response.start":
-                head.update(event)
-            else:
-                parts.append(event.get("body", b""))
-
-        await app(scope, receive, send)
-        return head.get("headers", []), b"".join(parts)
+        _status, headers, answer = await call_app(app, method, "/mcp/up", body, extra)
+        return headers, answer
 
     async def session() -> None:
         hello = {"capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}

@@ -77,7 +77,7 @@ def _mapping_to_dict(row: RowMapping) -> SpanDict:
     }
 
 
-# a run's fields by id: the SET clause is the parameters' other keys (see `_write_run`)
+# a run's fields by id: the SET clause is the parameters' other keys (see `write_run`)
 _RUN_TABLE: Any = RunRow.__table__  # type: ignore[attr-defined]
 _RUN_BY_ID = update(_RUN_TABLE).where(_RUN_TABLE.c.id == bindparam("_run_id"))
 _RUN_READ = select(_RUN_TABLE).where(_RUN_TABLE.c.id == bindparam("_run_id"))
@@ -174,12 +174,8 @@ class Store:
         call this with thousands of spans, where SQLAlchemy's per-row processing costs more
         than SQLite itself."""
         rows = span_rows(spans, clean=not self._sqlite)
-        if not self._sqlite:
-            with self.engine.begin() as connection:
-                insert_rows(connection, rows, sqlite=False)
-            return
-        with self._write_lock, self.engine.begin() as connection:
-            insert_rows(connection, rows, sqlite=True)
+        with self.write_connection() as connection:
+            insert_rows(connection, rows, sqlite=self._sqlite)
 
     def spans_for_run(self, run_id: str) -> list[SpanDict]:
         """All spans of a run (by run id, or by the run's trace id), in start-time order."""
@@ -255,33 +251,20 @@ class Store:
     def write_run(
         self, run_id: str, fields: dict[str, Any], connection: Connection | None = None
     ) -> bool:
-        """Write `fields` on a run in one UPDATE (in `connection`'s transaction if given, which
-        holds the writer lock: see `write_connection`); whether the run was there."""
+        """Write `fields` on a run in one UPDATE, which SQLAlchemy compiles once per set of fields
+        (through the ORM, a read and its unit of work, it cost 0.50 ms against 0.08), in
+        `connection`'s transaction if given (see `write_connection`); whether the run was
+        there."""
         if connection is None:
-            return self._write_run(run_id, fields)
+            with self.write_connection() as connection:
+                return self.write_run(run_id, fields, connection)
         return bool(connection.execute(_RUN_BY_ID, {"_run_id": run_id, **fields}).rowcount)
 
     def update_run(self, run_id: str, **fields: Any) -> RunRow | None:
         """Write `fields` on a run and return it as stored then; None if there is no such run."""
-        if fields and not self._write_run(run_id, fields):
+        if fields and not self.write_run(run_id, fields):
             return None
         return self.get_run(run_id)
-
-    def write_run_fields(self, run: RunRow, **fields: Any) -> RunRow | None:
-        """`update_run` for a run already read: `run` is returned with the fields set, not read
-        again; None when it is no longer stored."""
-        if fields and not self._write_run(run.id, fields):
-            return None
-        for key, value in fields.items():
-            setattr(run, key, value)
-        return run
-
-    def _write_run(self, run_id: str, fields: dict[str, Any]) -> bool:
-        """One UPDATE that SQLAlchemy compiles once per set of fields (through the ORM, a read
-        and its unit of work, it cost 0.50 ms against 0.08); whether the run was there."""
-        with self.write_connection() as connection:
-            written = connection.execute(_RUN_BY_ID, {"_run_id": run_id, **fields}).rowcount
-        return bool(written)
 
     def run_for_trace(self, trace_id: str) -> RunRow | None:
         with self.session() as session:
