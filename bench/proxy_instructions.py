@@ -6,7 +6,9 @@ rounds of the same code. Here each server runs under valgrind's callgrind (every
 store's and the spool's included) and its counters are dumped around the calls with
 `callgrind_control`, so a figure counts those calls' instructions and nothing else: the start,
 the warm-up and the sessions' opening and closing are dumped apart. Two runs of one build agree
-to about 1 %; a build against another, or against the hop, is a comparison of work done.
+to 0.2 %; a build against another, or against the hop, is a comparison of work done. Compare
+runs of the same `--calls` only: what is done per batch of spans and per round (the storing
+threads' transactions, the sessions' shared flushes) is spread over the calls counted.
 
 Instructions are not CPU time: a regex or a memcpy retires several instructions a cycle, a
 cache miss or a syscall retires few (the kernel's side of a syscall is not counted at all). So
