@@ -5,8 +5,9 @@ one figure of #24 item 2 that the machine's speed does not move.
 rounds of the same code. Here each server runs under valgrind's callgrind (every thread, the
 store's and the spool's included) and its counters are dumped around the calls with
 `callgrind_control`, so a figure counts those calls' instructions and nothing else: the start,
-the warm-up and the sessions' opening and closing are dumped apart. Two runs of one build agree
-to 0.2 %; a build against another, or against the hop, is a comparison of work done. Compare
+the warm-up and the sessions' opening and closing are dumped apart. Two stateless runs of one
+build agree within 0.2 %; with sessions within ~3 % (how many reads an SSE answer takes depends
+on timing). A build against another, or against the hop, is a comparison of work done. Compare
 runs of the same `--calls` only: what is done per batch of spans and per round (the storing
 threads' transactions, the sessions' shared flushes) is spread over the calls counted.
 
@@ -190,8 +191,10 @@ def measure(
         "per_call_loop_thread": round(calls[0] / args.calls),
     }
     if not modern:
-        opens_closes = sum(_total(path) for path in part[2] + part[4])
-        found["per_session_open_close"] = round(opens_closes / CLIENTS)
+        opens_closes = [_total(path) for path in part[2] + part[4]]
+        found["per_session_open_close"] = round(sum(opens_closes) / CLIENTS)
+        loop = _total(part[2][0]) + _total(part[4][0])
+        found["per_session_open_close_loop_thread"] = round(loop / CLIENTS)
     if args.libraries:
         objects: collections.Counter[str] = collections.Counter()
         for path in part[3]:
