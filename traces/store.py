@@ -25,6 +25,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.orm import configure_mappers
 from sqlmodel import Session, SQLModel
 
 from tracecard.traces.deadletter import DeadLetters
@@ -98,7 +99,12 @@ def run_defaults() -> dict[str, Any]:
 
 def detached_run(values: dict[str, Any]) -> RunRow:
     """A `RunRow` of stored values, built without a session or validation (as the ORM loads
-    one): for reading. It belongs to no session, and its fields are not to be set."""
+    one): for reading. It belongs to no session, and its fields are not to be set.
+
+    Its attributes are the ORM's, which work only once the mappers are configured: a process
+    whose first work is a run's end through Core (an ad-hoc run's insert, read and UPDATE) has
+    not configured them yet, and `configure_mappers` does so once (then it returns at once)."""
+    configure_mappers()
     return RunRow.model_construct(**values)
 
 
