@@ -39,7 +39,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,7 +54,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from proxy_overhead import Caller, machine, serve_command  # noqa: E402
 
-from tests.support.processes import free_port, mcp_tool_server  # noqa: E402
+from tests.support.processes import free_port, mcp_tool_server, wait_for_port  # noqa: E402
 
 CLIENTS = 32
 WARM_CALLS = 200
@@ -63,18 +62,6 @@ WARM_CALLS = 200
 # counted calls leave to the exporter and the store lands before the next dump
 SETTLE_S = 8.0
 START_S = 600.0  # tracecard's imports under valgrind take a minute or more
-
-
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + START_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server under valgrind exited with {proc.returncode}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {START_S} s")
 
 
 def _dump(pid: int, label: str) -> None:
@@ -175,7 +162,7 @@ def measure(
     with open(folder / f"{name}.log", "wb") as log:
         proc = subprocess.Popen(valgrind + command, stdout=log, stderr=log, cwd=ROOT)
     try:
-        _wait_for_port(port, proc)
+        wait_for_port(port, START_S, proc)
         asyncio.run(_drive(url, modern, proc.pid, args.calls))
     finally:
         proc.terminate()
