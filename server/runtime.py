@@ -34,6 +34,7 @@ from tracecard.traces.exporter import SqlSpanExporter, StoringBatchProcessor
 from tracecard.traces.secrets import database_secret, derive_key
 from tracecard.traces.spool import Spool, spool_for
 from tracecard.traces.store import Store
+from tracecard.traces.urls import is_sqlite
 
 if TYPE_CHECKING:
     from tracecard.server.evaluation.hooks import TaskCache
@@ -128,7 +129,13 @@ def make_tracer_provider(
         resource=resource, shutdown_on_exit=False, id_generator=TimeOrderedIds()
     )
     recording = settings.recording
-    spool = Spool(spool_for(store.url, recording.spool_dir)) if recording.spool else None
+    spool = None
+    if recording.spool:
+        fsync = recording.spool_fsync
+        spool = Spool(
+            spool_for(store.url, recording.spool_dir),
+            fsync=not is_sqlite(store.url) if fsync is None else fsync,
+        )
     processor = StoringBatchProcessor(
         SqlSpanExporter(store, spool, store_every_s=recording.store_every_ms / 1000),
         max_queue_size=settings.recording.batch_max_queue,

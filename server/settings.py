@@ -153,7 +153,11 @@ class RecordingSettings(BaseModel):
     otlp_headers: dict[str, str] = Field(default_factory=dict)
     batch_max_queue: int = 65536
     batch_delay_ms: int = 200
-    spool: bool = True  # log every span batch to disk (fsync'd) before storing it
+    spool: bool = True  # log every span batch to disk before storing it
+    # fsync each logged batch (kept across a power loss, not only a crash of the process).
+    # Unset: as durable as the database behind it: yes on PostgreSQL, whose commits are; no on
+    # SQLite, whose WAL with `synchronous=NORMAL` can lose its last commits on a power loss
+    spool_fsync: bool | None = None
     # with the spool: under load, the spooled batches are committed to the database together,
     # at most once this often (a span after a quiet interval is stored at once; 0: each batch)
     store_every_ms: int = Field(default=1000, ge=0)

@@ -1,4 +1,9 @@
-"""A durable spool of spans not yet stored: JSON-lines files, appended and fsync'd per batch.
+"""A durable spool of spans not yet stored: JSON-lines files, appended per batch.
+
+A batch is written to the operating system before `log` returns, so a process killed at any
+point (SIGKILL included) leaves it for the next one. Whether it is also fsync'd (kept across a
+power loss or a kernel crash) is the caller's choice (`Spool(path, fsync=...)`): the server
+matches the database behind it (`server/runtime.py`, docs/configuration.md).
 
 Two kinds of file live side by side:
 - the shared file (`spans.jsonl`), which any process appends to under a lock file: `tracecard
@@ -73,8 +78,9 @@ def spool_for(db_url: str, directory: str | None = None) -> Path:
 class Spool:
     """Spans on disk until they are stored; see the module docstring."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, fsync: bool = True) -> None:
         self.path = path
+        self.fsync = fsync  # the process's segments; the shared file is always fsync'd
         self.lock_path = path.with_name(path.name + ".lock")
         self._stem = path.name.removesuffix(".jsonl")
         self._mutex = threading.Lock()  # own segments: logged by one thread, released by another
@@ -103,14 +109,17 @@ class Spool:
 
     # --- a process's write-ahead log ------------------------------------------------------------
     def log(self, spans: list[SpanDict]) -> int:
-        """Write spans to this process's current segment, fsync'd; returns the segment to
-        `release` once they are stored."""
+        """Write spans to this process's current segment (fsync'd if the spool was made so);
+        returns the segment to `release` once they are stored."""
         with self._mutex:
             if self._current is None:
                 self._current = self._open_segment()
             handle, _ = self._segments[self._current]
             handle.write(_lines(spans))
-            _sync(handle)
+            if self.fsync:
+                _sync(handle)
+            else:
+                handle.flush()  # in the kernel's page cache: a SIGKILL cannot lose it
             self._outstanding[self._current] += 1
             return self._current
 

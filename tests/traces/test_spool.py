@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from tests.traces.test_store_faults import _hold_lock
@@ -61,13 +62,15 @@ def test_logged_then_stored_then_released(store: Store, tmp_path: Path) -> None:
     assert not spool.pending()
 
 
-def test_a_live_process_segment_is_not_taken_a_dead_one_is(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fsync", [True, False])
+def test_a_live_process_segment_is_not_taken_a_dead_one_is(tmp_path: Path, fsync: bool) -> None:
+    """Without fsync too: a batch in the kernel's page cache outlives a SIGKILL."""
     path = tmp_path / "spans.jsonl"
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
         "from tracecard.traces.spool import Spool\n"
-        "spool = Spool(Path(sys.argv[1]))\n"
+        f"spool = Spool(Path(sys.argv[1]), fsync={fsync})\n"
         "spool.log([{'span_id': f'{i:016x}', 'n': i} for i in range(1, 6)])\n"
         "print('logged', flush=True)\n"
         "time.sleep(60)\n"
@@ -206,3 +209,22 @@ def test_locked_at_shutdown_stays_spooled_and_is_delivered_next_start(tmp_path: 
     assert len(store.spans_for_run("rl")) == 25
     restarted.shutdown()
     store.dispose()
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_fsync_is_the_spools_choice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: bool
+) -> None:
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real(fd))
+    spool = Spool(tmp_path / "spans.jsonl", fsync=fsync)
+    spool.log(_spans(3))
+    spool.log(_spans(2, first=3))
+    assert len(synced) == (2 if fsync else 0)
+    got: list[dict[str, object]] = []
+    spool.close()  # as at a crash: both batches are outstanding, and on disk
+    assert Spool(spool.path).deliver(lambda b: got.extend(b) or True) == 5
+    assert [s["name"] for s in got] == ["s0", "s1", "s2", "s3", "s4"]
+    spool.append(_spans(1))  # the shared file (`tracecard wrap`'s) is fsync'd either way
+    assert len(synced) == (3 if fsync else 1)
