@@ -26,7 +26,10 @@ Needs valgrind (`apt-get install valgrind`). Under valgrind a server runs ~50x s
 server and mode takes 1-3 minutes (tracecard's start under valgrind is most of it).
 
 Run:  .venv/bin/python bench/proxy_instructions.py [--modes stateless,session] [--calls 1000]
-      [--compare PATH] [--libraries]
+      [--compare PATH] [--libraries] [--keep DIR]
+
+`--keep DIR` copies the counter files to `DIR/<mode>/`: `<server>.cg.<pid>.<part>-<thread>`,
+part 3 the counted calls, thread 01 the event loop's (`callgrind_annotate FILE` reads one).
 """
 
 from __future__ import annotations
@@ -201,6 +204,9 @@ def main() -> None:
     )
     parser.add_argument("--no-hop", action="store_true", help="leave out the bare aiohttp hop")
     parser.add_argument("--libraries", action="store_true", help="a call's work by object")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="copy the counter files here (callgrind_annotate)"
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("needs valgrind: apt-get install valgrind")
@@ -230,6 +236,8 @@ def main() -> None:
                 command = serve_command(root, config, port, f"sqlite:///{folder}/{name}.db")
                 url = f"http://127.0.0.1:{port}/mcp/u"
                 results[name] = measure(command, port, url, modern, args, folder, name)
+            if args.keep is not None:
+                shutil.copytree(folder, args.keep / mode, dirs_exist_ok=True)
         if "hop" in results:
             hop = results["hop"]["per_call"]
             for name in roots:
