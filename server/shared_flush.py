@@ -3,10 +3,10 @@
 A flush waits until every span recorded so far is committed: it hurries the batch processor's
 export, its spool write (fsync'd on PostgreSQL), and a database commit. Every ad-hoc run ends
 with one (its summary counts its spans), so 32 MCP sessions closing together asked for 32
-flushes, each an export, a spool write and a commit of the few spans the one before had left. A caller that asks
-while a flush runs needs one that starts after it asked (the running one may have taken its
-snapshot before the caller's spans were recorded): it waits for the next, which every caller
-that asks meanwhile shares. A burst of N costs two flushes, not N.
+flushes, each an export, a spool write and a commit of the few spans the one before had left.
+A caller that asks while a flush runs needs one that starts after it asked (the running one
+may have taken its snapshot before the caller's spans were recorded): it waits for the next,
+which every caller that asks meanwhile shares. A burst of N costs two flushes, not N.
 """
 
 from __future__ import annotations

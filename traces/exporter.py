@@ -127,10 +127,10 @@ class SqlSpanExporter(SpanExporter):
 
     Without a spool, `export()` writes the batch in one transaction. With a spool, `export()`
     logs the batch to disk (fsync'd if the spool is) and returns at once; a writer thread
-    stores it and then releases it from the spool. A SIGKILL then loses only the spans the batch processor had not
-    yet handed over (at most one `schedule_delay_millis`); whatever was logged is delivered by
-    the next process to start on the same spool. A locked or unreachable database is retried
-    until shutdown, when what is left stays in the spool.
+    stores it and then releases it from the spool. A SIGKILL then loses only the spans the
+    batch processor had not yet handed over (at most one `schedule_delay_millis`); whatever was
+    logged is delivered by the next process to start on the same spool. A locked or
+    unreachable database is retried until shutdown, when what is left stays in the spool.
 
     The writer commits at most once every `store_every_s`: a batch that comes sooner after the
     last commit waits for the rest of that interval, and every batch that came meanwhile goes
