@@ -19,7 +19,12 @@ whose speed drifts; issue #24's target is at most 1.0).
 `git worktree` of an earlier commit), named after its folder, and alternates it with the
 others, so an A/B sees the same machine state.
 
+`--pin` puts every server measured (each tracecard and each hop, all their threads) on the last
+CPU and this process with the upstream test servers on the others, so the client's and the
+upstream's work does not share a core with the servers whose CPU is read.
+
 Run:  .venv/bin/python bench/proxy_overhead.py [--calls 2000] [--clients 32] [--seconds 5]
+      [--pin]
 """
 
 from __future__ import annotations
@@ -145,6 +150,13 @@ async def sequential(callers: dict[str, Caller], calls: int) -> dict[str, Any]:
             hop = summary["hop"]["added_p50_ms"]
             summary[name]["added_p50_vs_hop"] = round(summary[name]["added_p50_ms"] / hop, 3)
     return summary
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process `pid` on `cpus` (threads it starts later inherit it)."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(task), cpus)
 
 
 def cpu_seconds(pid: int | None) -> float:
@@ -302,12 +314,19 @@ def main() -> None:
         "--compare", type=Path, action="append", default=[], help="another checkout to run too"
     )
     parser.add_argument("--no-hop", action="store_true", help="leave out the bare aiohttp hop")
+    parser.add_argument("--pin", action="store_true", help="measured servers on a CPU of their own")
     args = parser.parse_args()
     report: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": machine(),
         "load_before": os.getloadavg(),
     }
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.pin:
+        if len(cpus) < 2:
+            raise SystemExit("--pin needs two CPUs or more")
+        os.sched_setaffinity(0, set(cpus[:-1]))  # this process and the upstreams it starts
+        report["pinned"] = {"servers": cpus[-1:], "client_and_upstreams": cpus[:-1]}
     with (
         tempfile.TemporaryDirectory() as folder,
         mcp_tool_server("--stateless", "--json") as json_url,
@@ -326,6 +345,8 @@ def main() -> None:
             command = serve_command(root, config, port, f"sqlite:///{folder}/{name}.db")
             pids[name] = servers.enter_context(spawn(command, port)).pid
             bases[name] = f"http://127.0.0.1:{port}"
+            if args.pin:
+                pin(pids[name], set(cpus[-1:]))
         hops: dict[str, str] = {}
         for mode, url in (("stateless", json_url), ("session", session_url)):
             if mode in args.modes.split(",") and not args.no_hop:
@@ -334,6 +355,8 @@ def main() -> None:
                 command += ["--port", str(port), "--upstream", url]
                 pids[f"hop:{mode}"] = servers.enter_context(spawn(command, port)).pid
                 hops[mode] = f"http://127.0.0.1:{port}/mcp"
+                if args.pin:
+                    pin(pids[f"hop:{mode}"], set(cpus[-1:]))
         for mode in args.modes.split(","):
             modern = mode == "stateless"
             upstream = "json" if modern else "session"
