@@ -253,6 +253,7 @@ async def measure(
         if name != "direct":
             concurrent[f"{name}_ratio"] = round(statistics.mean(rates[name]) / direct_rate, 3)
             concurrent[f"{name}_cpu_ms_per_call"] = round(statistics.mean(cpu[name]), 3)
+            concurrent[f"{name}_cpu_ms_per_call_rounds"] = [round(c, 3) for c in cpu[name]]
             # the event loop's thread alone (the exporter's and the spool's threads left out)
             concurrent[f"{name}_loop_cpu_ms_per_call"] = round(statistics.mean(loops[name]), 3)
             if not modern:  # a session's initialize, initialized and DELETE, outside the calls
