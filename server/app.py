@@ -47,6 +47,8 @@ async def healthz(state: State) -> dict[str, Any]:
     runtime: Runtime = state.runtime
     recording = {**runtime.store.health.as_dict(), **runtime.processor.exporter.stats.as_dict()}
     recording["queue_dropped"] = runtime.processor.queue_dropped  # the SDK's full span queue
+    spool = runtime.processor.exporter.spool  # how durable a logged batch is (None: no spool)
+    recording["spool_fsync"] = None if spool is None else spool.fsync
     dead_letters = runtime.store.dead_letters
     if dead_letters is not None:  # where dropped rows went (`dead_lettered` of `dropped`)
         recording["dead_letter_file"] = str(dead_letters.path)

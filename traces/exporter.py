@@ -162,6 +162,10 @@ class SqlSpanExporter(SpanExporter):
             self._writer = threading.Thread(target=self._run, name="tracecard-store", daemon=True)
             self._writer.start()
 
+    @property
+    def spool(self) -> Spool | None:
+        return self._spool
+
     def export(self, spans: Sequence[ReadableSpan | SpanDict]) -> SpanExportResult:
         """Store (or spool) a batch: SDK spans, and the recorder's spans already as rows."""
         if self._stopped:

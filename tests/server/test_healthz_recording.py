@@ -82,3 +82,13 @@ def test_healthz_names_the_dead_letter_file_of_unstorable_rows(tmp_path: Path) -
     path = Path(recording["dead_letter_file"])
     assert path == tmp_path / "tracecard.db.spool" / "dead-letter.jsonl"  # beside the spool
     assert '"00000000000000aa"' in path.read_text()
+
+
+def test_healthz_says_whether_the_spool_fsyncs(tmp_path: Path) -> None:
+    """As durable as the database: not on SQLite unless asked (docs/configuration.md)."""
+    with tracecard_for({}, tmp_path / "default") as server:
+        assert httpx.get(f"{server.url}/healthz").json()["recording"]["spool_fsync"] is False
+    with tracecard_for({}, tmp_path / "asked", recording={"spool_fsync": True}) as server:
+        assert httpx.get(f"{server.url}/healthz").json()["recording"]["spool_fsync"] is True
+    with tracecard_for({}, tmp_path / "none", recording={"spool": False}) as server:
+        assert httpx.get(f"{server.url}/healthz").json()["recording"]["spool_fsync"] is None
