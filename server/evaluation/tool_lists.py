@@ -19,13 +19,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import httpx2
 
@@ -63,6 +65,20 @@ async def _list(client: Client) -> dict[str, dict[str, Any]]:
     }
 
 
+def _errlog() -> TextIO:
+    """Where a stdio upstream's stderr goes: this process's, as it is now. The SDK's default is
+    `sys.stderr` as it was when `mcp.client.stdio` was imported, which may be a stream with no
+    file descriptor (a test's capture, a notebook's): the server could then not start at all."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+            continue
+    return open(os.devnull, "w")  # noqa: SIM115 - the process's lifetime; nothing to show it to
+
+
 async def _from_stdio(
     upstream: UpstreamSettings, task_params: Params | None, turns: int = 1
 ) -> dict[str, dict[str, Any]]:
@@ -70,7 +86,7 @@ async def _from_stdio(
     (it is told each turn as a run's process would be: a function a later turn reveals is
     one the suite may name)."""
     from mcp.client.client import Client
-    from mcp.client.stdio import StdioServerParameters
+    from mcp.client.stdio import StdioServerParameters, stdio_client
 
     command = upstream.command or []
     with tempfile.TemporaryDirectory(prefix="tracecard-toolcheck-") as scratch:
@@ -83,7 +99,7 @@ async def _from_stdio(
             env={k: substitute(v, sandbox, task_params) for k, v in upstream.env.items()} or None,
             cwd=substitute(upstream.cwd, sandbox, task_params) if upstream.cwd else None,
         )
-        async with Client(params) as client:
+        async with Client(stdio_client(params, errlog=_errlog())) as client:
             tools = await _list(client)
             if upstream.turn_tool in tools:  # a scratch process: its turns may be told
                 for turn in range(1, turns):

@@ -5,11 +5,13 @@ a kept list is asked again. Real stdio servers (official `mcp` SDK), counted by 
 from __future__ import annotations
 
 import asyncio
+import io
 import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.processes import ROOT
 from tests.support.proxy import tracecard_for
@@ -112,3 +114,20 @@ def test_a_stale_list_never_refuses_a_tool_the_server_has(tmp_path: Path) -> Non
 
     assert asyncio.run(check()) == []
     assert "write_note" in (cache.fresh(settings.upstreams["notes"]) or {})
+
+
+def test_a_stdio_server_starts_when_stderr_has_no_file_descriptor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As under a test's capture or in a notebook: the server's stderr goes to the process's
+    own, not to a stream it cannot be handed (the SDK's default is `sys.stderr` as it was at
+    import, which failed with `UnsupportedOperation: fileno`)."""
+    from mcp.client.stdio import stdio_client
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    # as if the SDK had been imported under that capture: its default `errlog` is that stream
+    monkeypatch.setattr(stdio_client.__wrapped__, "__defaults__", (io.StringIO(),))
+    settings = Settings(upstreams={"notes": counted(tmp_path / "starts.log")})
+    listings = asyncio.run(list_upstream_tools(settings, ["notes"]))
+    assert listings.unreachable == {}
+    assert "write_note" in (listings.tools["notes"] or {})
