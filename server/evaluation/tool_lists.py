@@ -17,6 +17,7 @@ used.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -76,7 +77,13 @@ def _errlog() -> TextIO:
                 return stream
         except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
             continue
-    return open(os.devnull, "w")  # noqa: SIM115 - the process's lifetime; nothing to show it to
+    return _devnull()
+
+
+@functools.cache
+def _devnull() -> TextIO:
+    """One handle on the null device for the process's lifetime (not one per tool check)."""
+    return open(os.devnull, "w")  # noqa: SIM115 - kept open on purpose
 
 
 async def _from_stdio(
